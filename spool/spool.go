@@ -1,0 +1,577 @@
+// Package spool keeps a command's output on disk instead of in memory.
+//
+// A Spool is one file that a single writer goroutine appends to (the copier
+// draining the child's stdout/stderr) while any number of other goroutines
+// observe it. It is capped: bytes past the limit are counted and discarded,
+// and the file is cut back so it never ends inside a UTF-8 character. It
+// keeps an unread cursor, so the owner can ask for "what is new since I last
+// looked", and every view it hands out is bounded in size (a head, a marker
+// line and a tail) and is computed by reading only the two ends of a range,
+// so observing a huge output costs as little as observing a small one.
+package spool
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"unicode/utf8"
+
+	"github.com/mevedel/mevedel-exec/internal/fault"
+)
+
+const (
+	// DefaultLimit is the cap used when Create is given a limit <= 0.
+	DefaultLimit = 64 << 20
+	// DefaultMaxChars is the view size used when a maxChars <= 0 is given.
+	DefaultMaxChars = 2000
+	// minMaxChars keeps room for the marker line next to a useful head and tail.
+	minMaxChars = 200
+	// maxMaxChars only keeps the byte arithmetic (4 bytes per character) far
+	// from overflow; no real view comes close.
+	maxMaxChars = 1 << 40
+)
+
+// ErrLimit is returned by Write once output has gone past the spool's limit.
+var ErrLimit = errors.New("spool: output limit reached")
+
+// Spool is a capped on-disk output buffer with one writer and many observers.
+//
+// The locks keep the writer and the observers out of each other's way: wmu
+// serializes Write and Close (so Close never pulls the file out from under a
+// write) and is never taken by readers; mu guards the small published state
+// and is held only for a few assignments, never across a system call; obsMu
+// orders ObserveUnread calls, which read the file, without involving either.
+type Spool struct {
+	path  string
+	limit int64
+	ident os.FileInfo // the file we created; reads reopen path and must find it again
+
+	wmu      sync.Mutex
+	wf       *os.File // guarded by wmu; nil after Close
+	size     int64    // guarded by wmu; the writer's own copy of the file size
+	tail     tailBuf  // guarded by wmu; the last bytes of the file
+	wlimited bool     // guarded by wmu
+	werr     error    // guarded by wmu
+
+	// obsMu serializes ObserveUnread so two callers never get the same bytes.
+	obsMu sync.Mutex
+
+	mu      sync.Mutex
+	bytes   int64 // guarded by mu; never more than the file holds
+	nl      int64 // guarded by mu; '\n' bytes in the file
+	endsNL  bool  // guarded by mu; the file's last byte is '\n'
+	partial int   // guarded by mu; length of an incomplete UTF-8 sequence at the end
+	dropped int64 // guarded by mu
+	limited bool  // guarded by mu
+	failed  error // guarded by mu
+	cursor  int64 // guarded by mu
+}
+
+// Create creates a new spool file at path (which must not exist; its parent
+// must) with mode 0600, capped at limit bytes (limit <= 0 means DefaultLimit).
+func Create(path string, limit int64) (*Spool, error) {
+	// O_NOFOLLOW and O_EXCL: never write through a planted symlink or into
+	// someone else's file.
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, ioErr("create", path, err)
+	}
+	// The umask may have narrowed the mode; output can hold secrets, so
+	// set exactly 0600 rather than trust the process's umask either way.
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, ioErr("chmod", path, err)
+	}
+	s, err := newFromFile(path, f, limit)
+	if err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, err
+	}
+	return s, nil
+}
+
+// newFromFile wraps an already-open file at offset 0; tests use it to make a
+// spool whose writes fail (/dev/full).
+func newFromFile(path string, f *os.File, limit int64) (*Spool, error) {
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return nil, ioErr("stat", path, err)
+	}
+	return &Spool{path: path, limit: limit, ident: st, wf: f}, nil
+}
+
+// Write appends p, keeping bytes up to the limit. The write that first goes
+// past the limit keeps what fits, cuts the file back to the end of the last
+// complete UTF-8 character and returns ErrLimit; later writes discard their
+// bytes (see Dropped) and return ErrLimit too. In both cases n is len(p), so
+// a copy loop that ignores ErrLimit keeps draining the pipe without spinning.
+// A failed file write returns a fault.IO error and fails the spool: later
+// writes return the same error without writing.
+func (s *Spool) Write(p []byte) (int, error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.werr != nil {
+		return 0, s.werr
+	}
+	if s.wf == nil {
+		return 0, ioErr("write", s.path, os.ErrClosed)
+	}
+	if s.wlimited {
+		s.mu.Lock()
+		s.dropped += int64(len(p))
+		s.mu.Unlock()
+		return len(p), ErrLimit
+	}
+	room := s.limit - s.size
+	if int64(len(p)) <= room {
+		if len(p) == 0 {
+			return 0, nil
+		}
+		n, err := s.wf.Write(p)
+		s.commit(p[:n])
+		if err != nil {
+			return n, s.fail("write", err)
+		}
+		return n, nil
+	}
+	return s.overflow(p, room)
+}
+
+// overflow handles the write that crosses the limit: keep p[:room], minus an
+// incomplete character at the end, which may have started in an earlier
+// write and so already be in the file.
+func (s *Spool) overflow(p []byte, room int64) (int, error) {
+	keep := p[:room]
+	t := s.tail
+	t.push(keep)
+	cut := partialLen(t.bytes())
+	if cut <= len(keep) {
+		w := keep[:len(keep)-cut]
+		if len(w) > 0 {
+			n, err := s.wf.Write(w)
+			s.commit(w[:n])
+			if err != nil {
+				return n, s.fail("write", err)
+			}
+		}
+	} else {
+		// Part of the character is already on disk. Publish the smaller
+		// size before truncating so no reader is told about bytes that are
+		// about to disappear.
+		back := cut - len(keep)
+		size := s.size - int64(back)
+		s.tail.drop(back)
+		s.mu.Lock()
+		s.bytes = size
+		s.endsNL, s.partial = s.tail.state()
+		s.cursor = min(s.cursor, size)
+		s.mu.Unlock()
+		s.size = size
+		if err := s.wf.Truncate(size); err != nil {
+			return 0, s.fail("truncate", err)
+		}
+	}
+	s.wlimited = true
+	s.mu.Lock()
+	s.limited = true
+	// Everything received but not kept, including a cut-off partial
+	// character, so Bytes()+Dropped() is the total output.
+	s.dropped += int64(len(p)) - room + int64(cut)
+	s.mu.Unlock()
+	return len(p), ErrLimit
+}
+
+// commit records b as appended to the file and publishes the new state.
+func (s *Spool) commit(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	s.size += int64(len(b))
+	s.tail.push(b)
+	nl := int64(bytes.Count(b, []byte{'\n'}))
+	endsNL, partial := s.tail.state()
+	s.mu.Lock()
+	s.bytes = s.size
+	s.nl += nl
+	s.endsNL = endsNL
+	s.partial = partial
+	s.mu.Unlock()
+}
+
+func (s *Spool) fail(op string, err error) error {
+	e := ioErr(op, s.path, err)
+	s.werr = e
+	s.mu.Lock()
+	s.failed = e
+	s.mu.Unlock()
+	return e
+}
+
+// Close closes the write side. It is idempotent; reads keep working.
+func (s *Spool) Close() error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.wf == nil {
+		return nil
+	}
+	err := s.wf.Close()
+	s.wf = nil
+	if err != nil {
+		return ioErr("close", s.path, err)
+	}
+	return nil
+}
+
+// Bytes returns the number of bytes in the file.
+func (s *Spool) Bytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes
+}
+
+// Lines returns the number of lines: '\n' bytes, plus one for a non-empty
+// unterminated last line.
+func (s *Spool) Lines() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.bytes > 0 && !s.endsNL {
+		return s.nl + 1
+	}
+	return s.nl
+}
+
+// Dropped returns the number of bytes received but not kept because of the
+// limit (including a partial character cut off at the limit).
+func (s *Spool) Dropped() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dropped
+}
+
+// Limited reports whether output went past the limit.
+func (s *Spool) Limited() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.limited
+}
+
+// Failed returns the error that failed the spool, or nil.
+func (s *Spool) Failed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed
+}
+
+// Path returns the spool file's path.
+func (s *Spool) Path() string { return s.path }
+
+// Cursor returns the offset up to which the owner has observed the output.
+func (s *Spool) Cursor() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cursor
+}
+
+// Unread returns the number of bytes past the cursor.
+func (s *Spool) Unread() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes - s.cursor
+}
+
+// Observation is one bounded view of a byte range of the spool.
+type Observation struct {
+	// Text is the raw bytes shown, as a string. Invalid UTF-8 in the output
+	// is passed through untouched; only characters are never split.
+	Text     string
+	From, To int64 // the byte range covered
+	Omitted  int64 // bytes of [From,To) not in Text
+}
+
+// Render returns a view of [from,to) of at most maxChars characters (an
+// invalid byte counts as one). maxChars <= 0 means DefaultMaxChars; smaller
+// values than 200 are raised to 200. The range is clamped to [0,Bytes()].
+//
+// A range that does not fit is shown as a head, one marker line
+// "[... N bytes omitted ...]" and a tail, each end preferring a line
+// boundary when that keeps at least half of its share. Only about
+// 4*maxChars bytes are read from each end, whatever the range's size.
+func (s *Spool) Render(from, to int64, maxChars int) (Observation, error) {
+	if from < 0 || to < from {
+		return Observation{}, fault.New(fault.InvalidParams, "spool: bad range [%d,%d)", from, to)
+	}
+	maxChars = normMaxChars(maxChars)
+	if b := s.Bytes(); to > b {
+		to = b
+		from = min(from, to)
+	}
+	if from == to {
+		return Observation{From: from, To: to}, nil
+	}
+	f, err := s.open()
+	if err != nil {
+		return Observation{}, err
+	}
+	defer f.Close()
+
+	n := to - from
+	if n <= 4*int64(maxChars)+8 {
+		buf, err := s.readAt(f, from, n)
+		if err != nil {
+			return Observation{}, err
+		}
+		to = from + int64(len(buf)) // shorter only if the limit cut raced us
+		if utf8.RuneCount(buf) <= maxChars {
+			return Observation{Text: string(buf), From: from, To: to}, nil
+		}
+		return split(buf, buf, true, from, to, maxChars), nil
+	}
+
+	// More than 4*maxChars bytes are always more than maxChars characters,
+	// so the range will be split: read just enough of each end.
+	hb, tb := budgets(n, maxChars)
+	head, err := s.readAt(f, from, chunkLen(hb))
+	if err != nil {
+		return Observation{}, err
+	}
+	tailFrom := to - chunkLen(tb)
+	tail, err := s.readAt(f, tailFrom, chunkLen(tb))
+	if err != nil {
+		return Observation{}, err
+	}
+	to = tailFrom + int64(len(tail))
+	return split(head, tail, false, from, to, maxChars), nil
+}
+
+// ObserveUnread renders [Cursor(), end) and moves the cursor to end. Unless
+// final, end stops before an incomplete UTF-8 sequence at the end of the
+// spool, since the writer may be in the middle of a character; those bytes
+// come with the next observation. With final (the writer is done), end is
+// Bytes().
+func (s *Spool) ObserveUnread(maxChars int, final bool) (Observation, error) {
+	s.obsMu.Lock()
+	defer s.obsMu.Unlock()
+	s.mu.Lock()
+	from, end := s.cursor, s.bytes
+	if !final {
+		end -= int64(s.partial)
+	}
+	s.mu.Unlock()
+	end = max(end, from)
+	obs, err := s.Render(from, end, maxChars)
+	if err != nil {
+		return Observation{}, err
+	}
+	s.mu.Lock()
+	s.cursor = min(obs.To, s.bytes)
+	s.mu.Unlock()
+	return obs, nil
+}
+
+// Tail returns the last maxChars characters of the spool (maxChars <= 0
+// means DefaultMaxChars), starting after a '\n' when that keeps at least half
+// of them. An incomplete character at the very end is left out, as the
+// writer may still be completing it. The cursor does not move.
+func (s *Spool) Tail(maxChars int) (string, error) {
+	if maxChars <= 0 {
+		maxChars = DefaultMaxChars
+	}
+	maxChars = min(maxChars, maxMaxChars)
+	s.mu.Lock()
+	end := s.bytes - int64(s.partial)
+	s.mu.Unlock()
+	if end <= 0 {
+		return "", nil
+	}
+	start := max(0, end-chunkLen(maxChars))
+	f, err := s.open()
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	buf, err := s.readAt(f, start, end-start)
+	if err != nil {
+		return "", err
+	}
+	i := cutTail(buf, maxChars, start > 0)
+	return string(buf[i:]), nil
+}
+
+// split builds the head + marker + tail view of [from,to). head holds the
+// first bytes of the range and tail the last ones; same says both are the
+// whole range.
+func split(head, tail []byte, same bool, from, to int64, maxChars int) Observation {
+	hb, tb := budgets(to-from, maxChars)
+	h := cutHead(head, hb)
+	t := cutTail(tail, tb, true)
+	if same {
+		t = max(t, h) // cannot happen for more than maxChars characters; never show a byte twice
+	}
+	headPart, tailPart := head[:h], tail[t:]
+	omitted := to - from - int64(len(headPart)) - int64(len(tailPart))
+
+	var b []byte
+	b = append(b, headPart...)
+	if len(headPart) > 0 && headPart[len(headPart)-1] != '\n' {
+		b = append(b, '\n')
+	}
+	b = append(b, "[... "...)
+	b = strconv.AppendInt(b, omitted, 10)
+	b = append(b, " bytes omitted ...]\n"...)
+	b = append(b, tailPart...)
+	return Observation{Text: string(b), From: from, To: to, Omitted: omitted}
+}
+
+// budgets splits maxChars, less room for the marker line, between head and
+// tail. The marker's number is at most n, so its width is known up front.
+func budgets(n int64, maxChars int) (head, tail int) {
+	marker := len("\n[... ") + len(strconv.FormatInt(n, 10)) + len(" bytes omitted ...]\n")
+	rest := maxChars - marker
+	head = rest / 2
+	return head, rest - head
+}
+
+// chunkLen is how many bytes are certain to hold chars characters (and a
+// few spare so a decoder never runs into the end of a partial read).
+func chunkLen(chars int) int64 { return 4*int64(chars) + 4 }
+
+// cutHead returns the length of the head of b: at most budget characters,
+// ending after the last '\n' in it when that keeps at least half the budget.
+func cutHead(b []byte, budget int) int {
+	i := 0
+	for c := 0; c < budget && i < len(b); c++ {
+		_, w := utf8.DecodeRune(b[i:])
+		i += w
+	}
+	if j := bytes.LastIndexByte(b[:i], '\n'); j >= 0 && 2*utf8.RuneCount(b[:j+1]) >= budget {
+		i = j + 1
+	}
+	return i
+}
+
+// cutTail returns where the tail of b starts: at most budget characters from
+// the end, starting after the first '\n' in it when that keeps at least half
+// the budget. Unless cutting (b is known to be only the end of something
+// longer), a b that fits whole is returned whole.
+func cutTail(b []byte, budget int, cutting bool) int {
+	i := len(b)
+	for c := 0; c < budget && i > 0; c++ {
+		_, w := utf8.DecodeLastRune(b[:i])
+		i -= w
+	}
+	if i == 0 && !cutting {
+		return 0
+	}
+	if j := bytes.IndexByte(b[i:], '\n'); j >= 0 {
+		if k := i + j + 1; 2*utf8.RuneCount(b[k:]) >= budget {
+			i = k
+		}
+	}
+	return i
+}
+
+func normMaxChars(n int) int {
+	switch {
+	case n <= 0:
+		return DefaultMaxChars
+	case n < minMaxChars:
+		return minMaxChars
+	case n > maxMaxChars:
+		return maxMaxChars
+	}
+	return n
+}
+
+// open opens the spool file for reading. A fresh descriptor per read keeps
+// reads independent of Close and leaves nothing open between calls; the
+// identity check makes sure the path still names the file we created.
+func (s *Spool) open() (*os.File, error) {
+	f, err := os.OpenFile(s.path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, ioErr("open", s.path, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, ioErr("stat", s.path, err)
+	}
+	if !os.SameFile(st, s.ident) {
+		f.Close()
+		return nil, fault.New(fault.IO, "spool: open %s: file was replaced", s.path)
+	}
+	return f, nil
+}
+
+// readAt reads up to n bytes at off. A short result is not an error: the
+// limit cut can shorten the file by a few bytes after Bytes() was read.
+func (s *Spool) readAt(f *os.File, off, n int64) ([]byte, error) {
+	buf := make([]byte, n)
+	got, err := f.ReadAt(buf, off)
+	if err != nil && err != io.EOF {
+		return nil, ioErr("read", s.path, err)
+	}
+	return buf[:got], nil
+}
+
+// ioErr wraps an I/O failure as fault.IO, dropping *PathError's own
+// "op path:" prefix so the message names the path once.
+func ioErr(op, path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fault.New(fault.IO, "spool: %s %s: %w", op, path, err)
+}
+
+// partialLen returns the length of an incomplete UTF-8 sequence at the end
+// of b: a lead byte followed by too few continuation bytes, which more
+// bytes could still complete. Invalid bytes are complete characters.
+func partialLen(b []byte) int {
+	for i := 1; i <= utf8.UTFMax-1 && i <= len(b); i++ {
+		if utf8.RuneStart(b[len(b)-i]) {
+			if utf8.FullRune(b[len(b)-i:]) {
+				return 0
+			}
+			return i
+		}
+	}
+	return 0
+}
+
+// tailBuf holds the last few bytes written: enough to find an incomplete
+// character at the end (3 bytes) and still know the last byte after cutting
+// it off, without reading the file back.
+type tailBuf struct {
+	b [2*utf8.UTFMax - 1]byte
+	n int
+}
+
+func (t *tailBuf) push(p []byte) {
+	if len(p) >= len(t.b) {
+		t.n = copy(t.b[:], p[len(p)-len(t.b):])
+		return
+	}
+	keep := min(t.n, len(t.b)-len(p))
+	copy(t.b[:], t.b[t.n-keep:t.n])
+	t.n = keep + copy(t.b[keep:], p)
+}
+
+func (t *tailBuf) drop(k int) { t.n -= k }
+
+func (t *tailBuf) bytes() []byte { return t.b[:t.n] }
+
+// state derives the published end-of-file facts from the buffer.
+func (t *tailBuf) state() (endsNL bool, partial int) {
+	b := t.bytes()
+	return len(b) > 0 && b[len(b)-1] == '\n', partialLen(b)
+}
