@@ -1,0 +1,84 @@
+// Command mevedel-exec is the execution helper of mevedel: `serve` speaks
+// JSON-RPC on stdio (or a unix socket) to Emacs; `run` is a small human
+// client that starts a helper and runs one command through it.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"os"
+
+	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/rpc"
+)
+
+const usage = `usage:
+  mevedel-exec serve [--listen PATH]   speak the protocol on stdio (or a unix socket)
+  mevedel-exec run [flags] -- COMMAND   run COMMAND through a helper, print its output
+  mevedel-exec --version
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	switch os.Args[1] {
+	case "--version", "-version", "version":
+		fmt.Printf("mevedel-exec %s (protocol %d)\n", rpc.ServerVersion, rpc.ProtocolVersion)
+	case "serve":
+		os.Exit(serve(os.Args[2:]))
+	case "run":
+		os.Exit(run(os.Args[2:]))
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "mevedel-exec: unknown command %q\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+}
+
+func serve(args []string) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	listen := fs.String("listen", "", "serve one client on this unix socket (mode 0600) instead of stdio")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	logger := log.New(os.Stderr, "mevedel-exec: ", log.LstdFlags|log.Lmicroseconds)
+	execution.SetLogger(logger)
+	stop := make(chan struct{})
+	waitReaper, err := execution.BecomeSubreaper(logger, stop)
+	if err != nil {
+		logger.Printf("cannot become a child subreaper (escaped descendants are still traced by tag): %v", err)
+	}
+	defer func() {
+		close(stop)
+		waitReaper()
+	}()
+	if *listen == "" {
+		rpc.Serve(os.Stdin, os.Stdout, logger)
+		return 0
+	}
+	_ = os.Remove(*listen)
+	l, err := net.Listen("unix", *listen)
+	if err != nil {
+		logger.Print(err)
+		return 1
+	}
+	defer os.Remove(*listen)
+	if err := os.Chmod(*listen, 0o600); err != nil {
+		logger.Print(err)
+		return 1
+	}
+	c, err := l.Accept()
+	l.Close()
+	if err != nil {
+		logger.Print(err)
+		return 1
+	}
+	rpc.Serve(c, c, logger)
+	c.Close()
+	return 0
+}

@@ -1,0 +1,540 @@
+package execution
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/mevedel/mevedel-exec/internal/fault"
+	"github.com/mevedel/mevedel-exec/spool"
+	"golang.org/x/sys/unix"
+)
+
+// stopCause is why an execution is being stopped; it becomes the
+// termination fact.
+type stopCause struct {
+	term   Termination
+	reason string
+}
+
+func (c *stopCause) Error() string { return string(c.term) + ": " + c.reason }
+
+// Tuning of the settle path.
+const (
+	probeInterval = 5 * time.Millisecond  // first wait between liveness probes
+	probeMax      = 50 * time.Millisecond // longest wait between probes
+	drainTimeout  = 2 * time.Second       // output EOF after every tracked writer is gone
+	progressFirst = 2 * time.Second
+	progressEvery = 250 * time.Millisecond
+	progressChars = 2000
+)
+
+// Execution is one managed command. Everything a caller sees of it is a
+// Facts value copied out under mu.
+type Execution struct {
+	s       *Session // immutable
+	id      string   // immutable
+	spec    Spec     // immutable; Env filled in when started
+	ticket  *ticket  // immutable
+	sp      *spool.Spool
+	grace   time.Duration // immutable
+	toolUseID string // immutable
+	ctx     context.Context
+	cancel  context.CancelCauseFunc // the cause becomes the termination
+	started chan struct{}           // closed once, when running or settled without running
+	done    chan struct{}           // closed once, at settlement
+	retired chan struct{}           // closed once, when dropped from the registry
+
+	obsMu sync.Mutex // serialises observations, so no two read the same unread range
+
+	mu      sync.Mutex
+	facts   Facts        // guarded by mu
+	proc    Process      // guarded by mu; set once running
+	final   *Observation // guarded by mu; the final observation, once claimed
+	waiting bool         // guarded by mu; a waiting observation is in progress
+	claimed bool         // guarded by mu; someone received the terminal result
+}
+
+// ID returns the execution id.
+func (e *Execution) ID() string { return e.id }
+
+// Facts returns a snapshot of the execution's facts.
+func (e *Execution) Facts() Facts {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.snapshotLocked()
+}
+
+func (e *Execution) snapshotLocked() Facts {
+	f := e.facts
+	f.OutputBytes = e.sp.Bytes()
+	f.OutputLines = e.sp.Lines()
+	f.UnreadBytes = e.sp.Unread()
+	if f.StartedAt != nil {
+		end := time.Now()
+		if f.EndedAt != nil {
+			end = f.EndedAt.Time
+		}
+		f.WallMs = end.Sub(f.StartedAt.Time).Milliseconds()
+	}
+	if f.ExitCode != nil {
+		c := *f.ExitCode
+		f.ExitCode = &c
+	}
+	return f
+}
+
+// changeLocked bumps the version after a change of facts.
+func (e *Execution) changeLocked() { e.facts.Version++ }
+
+func (e *Execution) setState(to State) error {
+	if err := transition(e.facts.State, to); err != nil {
+		if strictTransitions {
+			panic(err)
+		}
+		return err
+	}
+	e.facts.State = to
+	e.changeLocked()
+	return nil
+}
+
+// run drives the execution from admission to settlement.
+func (e *Execution) run() {
+	defer e.s.wg.Done()
+	select {
+	case <-e.ticket.admitted:
+	case <-e.ctx.Done():
+		e.settle(nil, e.causeOf(), "")
+		return
+	}
+	env := e.s.env.Get(e.ctx)
+	if e.ctx.Err() != nil {
+		e.settle(nil, e.causeOf(), "")
+		return
+	}
+	spec := e.spec
+	spec.Env = mergeEnv(env, Defaults, spec.Env)
+	proc, err := e.s.runner.Start(spec)
+	if err != nil {
+		e.settle(nil, &stopCause{term: SpawnFailed, reason: err.Error()}, "")
+		return
+	}
+
+	e.mu.Lock()
+	_ = e.setState(Running)
+	e.proc = proc
+	e.facts.Pid, e.facts.Pgid = proc.Pid(), proc.Pgid()
+	e.facts.StartedAt = stamp(time.Now())
+	yielded := e.facts.Yielded
+	e.mu.Unlock()
+	close(e.started)
+	if yielded {
+		e.s.sched.release(e.ticket) // yielded while queued: never holds the lane
+	}
+	e.s.changed()
+
+	var aux sync.WaitGroup
+	copied := make(chan struct{})
+	aux.Add(1)
+	go func() {
+		defer aux.Done()
+		defer close(copied)
+		e.copyOutput(proc.Output())
+	}()
+	quiet := make(chan struct{}) // ends progress before settlement
+	if e.toolUseID != "" {
+		aux.Add(1)
+		go func() {
+			defer aux.Done()
+			e.progress(quiet)
+		}()
+	}
+
+	exited := make(chan Exit, 1)
+	aux.Add(1)
+	go func() {
+		defer aux.Done()
+		ex, err := proc.Wait()
+		if err != nil {
+			logf("execution %s: wait: %v", e.id, err)
+		}
+		exited <- ex
+	}()
+
+	// Wait for the shell, acting on a stop if one comes first.
+	var cause *stopCause
+	var kill <-chan time.Time
+	stop := e.ctx.Done()
+	var exit Exit
+wait:
+	for {
+		select {
+		case exit = <-exited:
+			break wait
+		case <-stop:
+			stop = nil
+			cause = e.causeOf()
+			e.mu.Lock()
+			_ = e.setState(Stopping)
+			e.mu.Unlock()
+			e.s.changed()
+			_ = proc.Signal(unix.SIGTERM)
+			kill = time.After(e.grace)
+		case <-kill:
+			kill = nil
+			_ = proc.Signal(unix.SIGKILL)
+		}
+	}
+
+	// The shell is gone; descendants that linger are cleaned up the same
+	// way, and settlement waits until none is alive.
+	if cause == nil && proc.Alive() {
+		_ = proc.Signal(unix.SIGTERM)
+		kill = time.After(e.grace)
+	}
+	interval := probeInterval
+	for proc.Alive() {
+		select {
+		case <-kill:
+			kill = nil
+			_ = proc.Signal(unix.SIGKILL)
+		case <-time.After(interval):
+		}
+		interval = min(2*interval, probeMax)
+	}
+
+	select {
+	case <-copied:
+	case <-time.After(drainTimeout):
+		// A writer we could not trace holds the output open.
+		logf("execution %s: output still open after every tracked process ended; closing it", e.id)
+		_ = proc.CloseOutput()
+		<-copied
+	}
+	_ = proc.CloseOutput()
+	close(quiet)
+	aux.Wait()
+	e.settle(&exit, cause, "")
+}
+
+// causeOf returns the recorded stop cause.
+func (e *Execution) causeOf() *stopCause {
+	var c *stopCause
+	if errors.As(context.Cause(e.ctx), &c) {
+		return c
+	}
+	return &stopCause{term: Stopped}
+}
+
+// copyOutput spools the merged output until EOF. Past the cap or on a
+// write error it asks for a stop and keeps draining, so the child never
+// blocks on a full pipe while it is being stopped.
+func (e *Execution) copyOutput(r io.Reader) {
+	buf := make([]byte, 256<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := e.sp.Write(buf[:n]); werr != nil {
+				if errors.Is(werr, spool.ErrLimit) {
+					e.cancel(&stopCause{term: OutputLimit, reason: fmt.Sprintf("output exceeded the limit of %d bytes", e.s.limits.OutputLimitBytes)})
+				} else {
+					e.cancel(&stopCause{term: SpoolFailed, reason: werr.Error()})
+				}
+			}
+			e.mu.Lock()
+			e.changeLocked()
+			e.mu.Unlock()
+		}
+		if err != nil {
+			if err != io.EOF {
+				logf("execution %s: reading output: %v", e.id, err)
+			}
+			return
+		}
+	}
+}
+
+// progress sends exec/progress for executions with a toolUseId: first
+// after 2 s, then at most 4 per second while something changed.
+func (e *Execution) progress(quiet <-chan struct{}) {
+	timer := time.NewTimer(progressFirst)
+	defer timer.Stop()
+	var last uint64
+	for {
+		select {
+		case <-quiet:
+			return
+		case <-timer.C:
+		}
+		f := e.Facts()
+		if f.Version != last && f.State != Settled {
+			last = f.Version
+			tail, _ := e.sp.Tail(progressChars)
+			e.s.m.events.Progress(f, tail)
+		}
+		timer.Reset(progressEvery)
+	}
+}
+
+// settle records the end. exit is nil when the shell never ran.
+func (e *Execution) settle(exit *Exit, cause *stopCause, reason string) {
+	_ = e.sp.Close()
+	e.mu.Lock()
+	f := &e.facts
+	switch {
+	case cause != nil:
+		f.Termination, f.Reason = cause.term, cause.reason
+	case e.sp.Limited():
+		f.Termination = OutputLimit
+		f.Reason = fmt.Sprintf("output exceeded the limit of %d bytes", e.s.limits.OutputLimitBytes)
+	case e.sp.Failed() != nil:
+		f.Termination, f.Reason = SpoolFailed, e.sp.Failed().Error()
+	case exit != nil && exit.Signaled:
+		f.Termination = Signaled
+	default:
+		f.Termination = Exited
+	}
+	if exit != nil {
+		if exit.Signaled {
+			f.Signal = unix.SignalName(exit.Signal)
+			if f.Signal == "" {
+				f.Signal = fmt.Sprintf("SIG%d", int(exit.Signal))
+			}
+		} else {
+			code := exit.Code
+			f.ExitCode = &code
+		}
+	}
+	if reason != "" {
+		f.Reason = reason
+	}
+	f.Outcome, f.Status = Classify(f.Termination, f.ExitCode)
+	f.EndedAt = stamp(time.Now())
+	if f.StartedAt == nil {
+		f.WallMs = 0
+	}
+	_ = e.setState(Settled)
+	final := e.snapshotLocked()
+	e.mu.Unlock()
+
+	e.s.sched.release(e.ticket)
+	if f.StartedAt == nil {
+		close(e.started)
+	}
+	close(e.done)
+	e.s.settled(e, final)
+}
+
+// yield detaches the execution from its start request, unless the shell
+// has already exited (then the caller keeps waiting: a command that ends as
+// the timer fires is a foreground completion). It reports whether it
+// yielded.
+func (e *Execution) yield() bool {
+	e.mu.Lock()
+	if e.facts.State == Settled || (e.proc != nil && e.proc.Exited()) {
+		e.mu.Unlock()
+		return false
+	}
+	e.facts.Yielded = true
+	e.changeLocked()
+	running := e.facts.State != Queued
+	e.mu.Unlock()
+	if running {
+		e.s.sched.release(e.ticket)
+	}
+	e.s.changed()
+	return true
+}
+
+// awaitStart waits for the end of the execution or the yield deadline
+// (nil: no deadline). A cancelled request before yield aborts the
+// execution; after the yield the execution no longer listens to it.
+func (e *Execution) awaitStart(ctx context.Context, yield *time.Duration, maxChars int) Observation {
+	var deadline <-chan time.Time
+	if yield != nil {
+		t := time.NewTimer(*yield)
+		defer t.Stop()
+		deadline = t.C
+	}
+	cancelled := ctx.Done()
+	for {
+		select {
+		case <-e.done:
+			return e.finalObservation(maxChars)
+		case <-deadline:
+			deadline = nil
+			if e.admittedNotStarted() {
+				// Admitted but still spawning: yield once it runs.
+				select {
+				case <-e.started:
+				case <-e.done:
+				case <-cancelled:
+					e.cancel(&stopCause{term: Aborted, reason: "the start request was cancelled before the command yielded"})
+					cancelled = nil
+				}
+			}
+			if e.yield() {
+				return e.liveObservation(maxChars)
+			}
+		case <-cancelled:
+			cancelled = nil
+			e.cancel(&stopCause{term: Aborted, reason: "the start request was cancelled before the command yielded"})
+		}
+	}
+}
+
+// liveObservation returns the unread output so far, consuming it.
+func (e *Execution) liveObservation(maxChars int) Observation {
+	e.obsMu.Lock()
+	defer e.obsMu.Unlock()
+	e.mu.Lock()
+	if e.final != nil {
+		o := *e.final
+		e.mu.Unlock()
+		return o
+	}
+	e.mu.Unlock()
+	o, err := e.sp.ObserveUnread(maxChars, false)
+	if err != nil {
+		logf("execution %s: reading the spool: %v", e.id, err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.facts.OmittedBytes += o.Omitted
+	e.changeLocked()
+	return Observation{Output: o.Text, Facts: e.snapshotLocked()}
+}
+
+// finalObservation returns the terminal result. The first call claims it
+// and consumes the rest of the output; every later call returns the same.
+func (e *Execution) finalObservation(maxChars int) Observation {
+	e.obsMu.Lock()
+	defer e.obsMu.Unlock()
+	e.mu.Lock()
+	if e.final != nil {
+		o := *e.final
+		e.mu.Unlock()
+		return o
+	}
+	e.mu.Unlock()
+	o, err := e.sp.ObserveUnread(maxChars, true)
+	if err != nil {
+		logf("execution %s: reading the spool: %v", e.id, err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.facts.OmittedBytes += o.Omitted
+	e.changeLocked()
+	e.final = &Observation{Output: o.Text, Facts: e.snapshotLocked(), Final: true}
+	e.claimed = true
+	return *e.final
+}
+
+// admittedNotStarted reports whether the lane admitted the execution but
+// its command is not running yet (the login environment or the spawn is
+// under way).
+func (e *Execution) admittedNotStarted() bool {
+	select {
+	case <-e.started:
+		return false
+	default:
+	}
+	select {
+	case <-e.ticket.admitted:
+		return true
+	default:
+		return false
+	}
+}
+
+func (e *Execution) settledNow() bool {
+	select {
+	case <-e.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// observe answers exec/observe: input first, then the end or the deadline.
+func (e *Execution) observe(ctx context.Context, chars string, wait time.Duration, maxChars int) Observation {
+	if wait > 0 && !e.settledNow() {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-e.done:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+	if e.settledNow() {
+		return e.finalObservation(maxChars)
+	}
+	return e.liveObservation(maxChars)
+}
+
+// beginWait registers the one waiting observation allowed at a time.
+func (e *Execution) beginWait() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.waiting {
+		return fault.New(fault.Conflict, "execution %s already has a waiting observation", e.id)
+	}
+	e.waiting = true
+	return nil
+}
+
+func (e *Execution) endWait() {
+	e.mu.Lock()
+	e.waiting = false
+	e.mu.Unlock()
+}
+
+// input writes chars to the command: to the terminal in tty mode; in pipe
+// mode only a lone Ctrl-C, sent as SIGINT to the group.
+func (e *Execution) input(chars string) error {
+	e.mu.Lock()
+	proc, state, tty := e.proc, e.facts.State, e.facts.TTY
+	e.mu.Unlock()
+	if !tty && chars != "\x03" {
+		return fault.New(fault.Refused, "execution %s runs without a terminal: its stdin is closed, and only Ctrl-C (\\u0003) is accepted as input; rerun it with tty to send input", e.id)
+	}
+	if state == Settled || e.settledNow() {
+		return fault.New(fault.Refused, "execution %s has already ended; input was not delivered", e.id)
+	}
+	if proc == nil {
+		return fault.New(fault.Refused, "execution %s has not started yet (it is queued); input was not delivered", e.id)
+	}
+	var err error
+	if chars == "\x03" {
+		err = proc.Interrupt()
+	} else {
+		_, err = proc.Write([]byte(chars))
+	}
+	if err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fault.New(fault.IO, "execution %s: writing input: %w", e.id, err)
+	}
+	return nil
+}
+
+// interrupt sends Ctrl-C.
+func (e *Execution) interrupt() error {
+	e.mu.Lock()
+	proc := e.proc
+	e.mu.Unlock()
+	if e.settledNow() {
+		return fault.New(fault.Refused, "execution %s has already ended", e.id)
+	}
+	if proc == nil {
+		return fault.New(fault.Refused, "execution %s has not started yet (it is queued)", e.id)
+	}
+	if err := proc.Interrupt(); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fault.New(fault.IO, "execution %s: interrupt: %w", e.id, err)
+	}
+	return nil
+}

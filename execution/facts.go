@@ -1,0 +1,164 @@
+package execution
+
+import (
+	"fmt"
+	"time"
+)
+
+// State is where an execution is in its life.
+type State string
+
+const (
+	Queued   State = "queued"
+	Running  State = "running"
+	Stopping State = "stopping"
+	Settled  State = "settled"
+)
+
+// legal lists the moves the state machine allows.
+var legal = map[State][]State{
+	Queued:   {Running, Settled}, // Settled: aborted or stopped while queued, spawn failure
+	Running:  {Stopping, Settled},
+	Stopping: {Settled},
+}
+
+// transition checks a move of the state machine.
+func transition(from, to State) error {
+	for _, s := range legal[from] {
+		if s == to {
+			return nil
+		}
+	}
+	return fmt.Errorf("invalid state transition %q to %q", from, to)
+}
+
+// Termination says how an execution ended.
+type Termination string
+
+const (
+	Exited       Termination = "exited"
+	Signaled     Termination = "signaled"
+	Stopped      Termination = "stopped"
+	Aborted      Termination = "aborted"
+	TimedOut     Termination = "timed-out"
+	OutputLimit  Termination = "output-limit"
+	SpoolFailed  Termination = "spool-failed"
+	SpawnFailed  Termination = "spawn-failed"
+	OwnerStopped Termination = "owner-stopped"
+	SessionEnded Termination = "session-ended"
+	Unknown      Termination = "unknown"
+	Lost         Termination = "lost"
+)
+
+// Outcome is success only for an exit with code 0.
+type Outcome string
+
+const (
+	Success Outcome = "success"
+	Failure Outcome = "failure"
+)
+
+// Status is what a view shows.
+type Status string
+
+const (
+	StatusCompleted Status = "completed"
+	StatusFailed    Status = "failed"
+	StatusStopped   Status = "stopped"
+	StatusTimedOut  Status = "timed-out"
+	StatusLost      Status = "lost"
+)
+
+// Classify derives outcome and status from a termination and exit code.
+func Classify(t Termination, exitCode *int) (Outcome, Status) {
+	switch t {
+	case Exited:
+		if exitCode != nil && *exitCode == 0 {
+			return Success, StatusCompleted
+		}
+		return Failure, StatusFailed
+	case Stopped, Aborted, OwnerStopped, SessionEnded:
+		return Failure, StatusStopped
+	case TimedOut:
+		return Failure, StatusTimedOut
+	case Lost:
+		return Failure, StatusLost
+	default:
+		return Failure, StatusFailed
+	}
+}
+
+// Lane is the scheduling lane an execution runs in.
+type Lane string
+
+const (
+	LaneRead      Lane = "read"
+	LaneExclusive Lane = "exclusive"
+)
+
+// Time marshals as RFC 3339 UTC with milliseconds.
+type Time struct{ time.Time }
+
+const timeLayout = "2006-01-02T15:04:05.000Z"
+
+func (t Time) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + t.UTC().Format(timeLayout) + `"`), nil
+}
+
+func (t *Time) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	v, err := time.Parse(`"`+timeLayout+`"`, string(b))
+	if err != nil {
+		v, err = time.Parse(`"`+time.RFC3339Nano+`"`, string(b))
+	}
+	t.Time = v
+	return err
+}
+
+func stamp(t time.Time) *Time { return &Time{t} }
+
+// Facts is an immutable snapshot of one execution; it is also the wire
+// shape. Booleans are present only when true; exitCode whenever the process
+// exited, 0 included.
+type Facts struct {
+	ExecutionID   string      `json:"executionId"`
+	SessionID     string      `json:"sessionId"`
+	Owner         string      `json:"owner"`
+	Command       string      `json:"command"`
+	Label         string      `json:"label,omitempty"`
+	ToolUseID     string      `json:"toolUseId,omitempty"`
+	Cwd           string      `json:"cwd"`
+	Target        string      `json:"target"`
+	State         State       `json:"state"`
+	Lane          Lane        `json:"lane"`
+	Yielded       bool        `json:"yielded,omitempty"`
+	TTY           bool        `json:"tty,omitempty"`
+	Termination   Termination `json:"termination,omitempty"`
+	ExitCode      *int        `json:"exitCode,omitempty"`
+	Signal        string      `json:"signal,omitempty"`
+	Outcome       Outcome     `json:"outcome,omitempty"`
+	Status        Status      `json:"status,omitempty"`
+	Reason        string      `json:"reason,omitempty"`
+	QueuedAt      *Time       `json:"queuedAt,omitempty"`
+	StartedAt     *Time       `json:"startedAt,omitempty"`
+	EndedAt       *Time       `json:"endedAt,omitempty"`
+	WallMs        int64       `json:"wallMs"`
+	OutputBytes   int64       `json:"outputBytes"`
+	OutputLines   int64       `json:"outputLines"`
+	OmittedBytes  int64       `json:"omittedBytes"`
+	UnreadBytes   int64       `json:"unreadBytes"`
+	OutputAddress string      `json:"outputAddress"`
+	Pid           int         `json:"pid,omitempty"`
+	Pgid          int         `json:"pgid,omitempty"`
+	Version       uint64      `json:"version"`
+}
+
+// Observation is one answer about an execution: unread output and facts.
+// Final is set on every observation that carries the terminal result.
+type Observation struct {
+	Output string `json:"output"`
+	Facts  Facts  `json:"facts"`
+	Final  bool   `json:"final,omitempty"`
+}

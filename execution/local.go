@@ -1,0 +1,175 @@
+package execution
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+)
+
+// Local runs commands on this machine with bash, each in its own process
+// group (pipe mode) or session with a pty (tty mode).
+type Local struct {
+	Bash string // path of bash; if empty, looked up on PATH
+}
+
+// pipeSize is the capacity asked of the output pipe: fewer, larger reads
+// keep spooling close to the speed of a plain file copy.
+const pipeSize = 1 << 20
+
+func (l *Local) Start(spec Spec) (Process, error) {
+	bash := l.Bash
+	if bash == "" {
+		var err error
+		if bash, err = exec.LookPath("bash"); err != nil {
+			return nil, fmt.Errorf("execution: bash not found: %w", err)
+		}
+	}
+	if fi, err := os.Stat(spec.Dir); err != nil {
+		return nil, fmt.Errorf("execution: working directory: %w", err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("execution: working directory %s is not a directory", spec.Dir)
+	}
+	cmd := exec.Command(bash, "-c", spec.Command)
+	cmd.Dir = spec.Dir
+	cmd.Env = append(spec.Env[:len(spec.Env):len(spec.Env)], spec.Tag)
+	p := &localProcess{cmd: cmd, tag: spec.Tag, tty: spec.TTY}
+	if spec.TTY {
+		ptmx, tty, err := pty.Open()
+		if err != nil {
+			return nil, fmt.Errorf("execution: opening a pty: %w", err)
+		}
+		_ = pty.Setsize(ptmx, &pty.Winsize{Rows: 24, Cols: 200})
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+		// A new session with the pty as controlling terminal; its leader
+		// is also the group leader.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+		err = spawn(cmd)
+		tty.Close()
+		if err != nil {
+			ptmx.Close()
+			return nil, err
+		}
+		p.out = ptmx
+	} else {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return nil, fmt.Errorf("execution: output pipe: %w", err)
+		}
+		_, _ = unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, pipeSize)
+		null, err := os.Open(os.DevNull)
+		if err != nil {
+			pr.Close()
+			pw.Close()
+			return nil, err
+		}
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = null, pw, pw
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		err = spawn(cmd)
+		pw.Close()
+		null.Close()
+		if err != nil {
+			pr.Close()
+			return nil, err
+		}
+		p.out = pr
+	}
+	p.pid = cmd.Process.Pid
+	return p, nil
+}
+
+type localProcess struct {
+	cmd *exec.Cmd
+	pid int      // immutable once set
+	tag string   // immutable
+	tty bool     // immutable
+	out *os.File // pipe read end or pty master
+
+	mu     sync.Mutex
+	exited bool // guarded by mu; Wait has returned
+}
+
+func (p *localProcess) Pid() int          { return p.pid }
+func (p *localProcess) Pgid() int         { return p.pid }
+func (p *localProcess) Output() io.Reader { return ptyReader{p.out} }
+
+func (p *localProcess) Wait() (Exit, error) {
+	err := p.cmd.Wait()
+	forget(p.pid)
+	p.mu.Lock()
+	p.exited = true
+	p.mu.Unlock()
+	st, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok {
+		return Exit{}, err
+	}
+	if st.Signaled() {
+		return Exit{Signaled: true, Signal: st.Signal()}, nil
+	}
+	return Exit{Code: st.ExitStatus()}, nil
+}
+
+func (p *localProcess) Exited() bool {
+	p.mu.Lock()
+	exited := p.exited
+	p.mu.Unlock()
+	if exited {
+		return true
+	}
+	// Peek without reaping: os/exec's Wait still owns the child.
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, p.pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	if errors.Is(err, unix.ECHILD) {
+		return true // already reaped by Wait
+	}
+	return err == nil && info.Signo != 0 // zero when nothing was waitable
+}
+
+func (p *localProcess) Signal(sig syscall.Signal) error {
+	_ = unix.Kill(-p.pid, sig)
+	for _, m := range members(p.pid, p.tag) {
+		_ = unix.Kill(m.pid, sig)
+		if sig == unix.SIGTERM {
+			// A stopped process acts on TERM only once continued.
+			_ = unix.Kill(m.pid, unix.SIGCONT)
+		}
+	}
+	return nil
+}
+
+func (p *localProcess) Interrupt() error {
+	if p.tty {
+		_, err := p.out.Write([]byte{3})
+		return err
+	}
+	return unix.Kill(-p.pid, unix.SIGINT)
+}
+
+func (p *localProcess) Alive() bool { return len(members(p.pid, p.tag)) > 0 }
+
+func (p *localProcess) Write(b []byte) (int, error) {
+	if !p.tty {
+		return 0, errors.New("execution: stdin is closed in pipe mode")
+	}
+	return p.out.Write(b)
+}
+
+func (p *localProcess) CloseOutput() error { return p.out.Close() }
+
+// ptyReader turns the EIO a pty master returns once the terminal's last
+// holder is gone into EOF, and a read on a closed file into EOF as well.
+type ptyReader struct{ f *os.File }
+
+func (r ptyReader) Read(b []byte) (int, error) {
+	n, err := r.f.Read(b)
+	if err != nil && (errors.Is(err, syscall.EIO) || errors.Is(err, os.ErrClosed)) {
+		err = io.EOF
+	}
+	return n, err
+}

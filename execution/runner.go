@@ -1,0 +1,56 @@
+package execution
+
+import (
+	"io"
+	"syscall"
+)
+
+// Runner starts a command on some target. The local runner uses os/exec and
+// process groups; the remote one (package remote) an SSH channel.
+type Runner interface {
+	Start(spec Spec) (Process, error)
+}
+
+// Spec is what a runner needs to start one command.
+type Spec struct {
+	Command string   // run as bash -c Command
+	Dir     string   // working directory on the target
+	Env     []string // complete environment, KEY=value
+	TTY     bool     // give the command a pty; stdin stays writable
+	Tag     string   // KEY=value marking every descendant of this execution
+}
+
+// Exit is how the shell process ended.
+type Exit struct {
+	Code   int            // valid when !Signaled
+	Signal syscall.Signal // valid when Signaled
+	// Signaled is true when a signal ended the process.
+	Signaled bool
+}
+
+// Process is one started command: the shell, its process group and any
+// descendant that escaped the group.
+type Process interface {
+	Pid() int
+	Pgid() int
+	// Output is the merged stdout/stderr stream. It reaches EOF when every
+	// holder of the write side is gone (or after CloseOutput).
+	Output() io.Reader
+	// Wait waits for the shell process itself.
+	Wait() (Exit, error)
+	// Exited reports, without blocking or reaping, whether the shell has
+	// exited.
+	Exited() bool
+	// Signal sends sig to the group and to every escaped descendant.
+	Signal(sig syscall.Signal) error
+	// Interrupt delivers Ctrl-C: a ^C through the terminal in tty mode,
+	// SIGINT to the group otherwise.
+	Interrupt() error
+	// Alive reports whether any member of the group or escaped descendant
+	// is still alive; zombies do not count.
+	Alive() bool
+	// Write sends input to the terminal; it fails in pipe mode.
+	Write(p []byte) (int, error)
+	// CloseOutput unblocks a reader of Output for good.
+	CloseOutput() error
+}

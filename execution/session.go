@@ -1,0 +1,612 @@
+package execution
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mevedel/mevedel-exec/execution/analyze"
+	"github.com/mevedel/mevedel-exec/internal/fault"
+	"github.com/mevedel/mevedel-exec/spool"
+	"golang.org/x/sys/unix"
+)
+
+var (
+	logger = log.New(os.Stderr, "mevedel-exec: ", log.LstdFlags|log.Lmicroseconds)
+	// strictTransitions turns an illegal state move into a panic (tests).
+	strictTransitions = false
+)
+
+// SetLogger sets where the package logs (stderr by default).
+func SetLogger(l *log.Logger) { logger = l }
+
+func logf(format string, args ...any) { logger.Printf(format, args...) }
+
+// Limits bound one session. Zero values mean the defaults.
+type Limits struct {
+	MaxLive          int   `json:"maxLive,omitempty"`          // if zero, 64
+	OutputLimitBytes int64 `json:"outputLimitBytes,omitempty"` // if zero, 64 MiB
+	GraceMs          int64 `json:"graceMs,omitempty"`          // if zero, 2000
+	RetireAfterMs    int64 `json:"retireAfterMs,omitempty"`    // if zero, 60000
+	RetainMs         int64 `json:"retainMs,omitempty"`         // if zero, 60000: how long a settled execution stays observable
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxLive <= 0 {
+		l.MaxLive = 64
+	}
+	if l.OutputLimitBytes <= 0 {
+		l.OutputLimitBytes = spool.DefaultLimit
+	}
+	if l.GraceMs <= 0 {
+		l.GraceMs = 2000
+	}
+	if l.RetireAfterMs <= 0 {
+		l.RetireAfterMs = 60000
+	}
+	if l.RetainMs <= 0 {
+		l.RetainMs = 60000
+	}
+	return l
+}
+
+// Events receives what the manager announces. Implementations must not
+// block: they queue and return.
+type Events interface {
+	// Changed says the live set of s changed.
+	Changed(s *Session)
+	// Settled carries the final facts of an execution.
+	Settled(f Facts)
+	// Progress carries facts and the output tail of a running execution
+	// that has a toolUseId.
+	Progress(f Facts, tail string)
+}
+
+// Caller is who asks: an owner under model authority, or the user.
+type Caller struct {
+	Owner string // "/root" when empty
+	User  bool   // user authority: every owner
+}
+
+func (c Caller) owner() string {
+	if c.Owner == "" {
+		return "/root"
+	}
+	return c.Owner
+}
+
+func (c Caller) sees(owner string) bool { return c.User || c.owner() == owner }
+
+// Manager holds the sessions of one helper.
+type Manager struct {
+	events Events
+	runner Runner
+	bash   string
+
+	mu       sync.Mutex
+	sessions map[string]*Session // guarded by mu
+	down     bool                // guarded by mu; shutting down
+}
+
+// NewManager returns a manager that starts commands with runner.
+func NewManager(events Events, runner Runner) *Manager {
+	bash, err := lookBash()
+	if err != nil {
+		logf("execution: %v", err)
+	}
+	if l, ok := runner.(*Local); ok && l.Bash == "" {
+		l.Bash = bash
+	}
+	return &Manager{events: events, runner: runner, bash: bash, sessions: map[string]*Session{}}
+}
+
+func lookBash() (string, error) {
+	for _, p := range []string{"/bin/bash", "/usr/bin/bash"} {
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("bash not found")
+}
+
+// SessionInfo answers session/open.
+type SessionInfo struct {
+	SessionID string  `json:"sessionId"`
+	StateDir  string  `json:"stateDir"`
+	IDPrefix  string  `json:"idPrefix"`
+	Recovered []Facts `json:"recovered"`
+}
+
+// Open opens a session on stateDir, creating it (0700) when missing and
+// locking it against other helpers.
+func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) {
+	if id == "" {
+		return SessionInfo{}, fault.New(fault.InvalidParams, "sessionId is required")
+	}
+	if !filepath.IsAbs(stateDir) {
+		return SessionInfo{}, fault.New(fault.InvalidParams, "stateDir must be an absolute path, got %q", stateDir)
+	}
+	stateDir = filepath.Clean(stateDir)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.down {
+		return SessionInfo{}, fault.New(fault.Unavailable, "the helper is shutting down")
+	}
+	if _, ok := m.sessions[id]; ok {
+		return SessionInfo{}, fault.New(fault.Conflict, "session %s is already open", id)
+	}
+	if err := makePrivateDir(stateDir); err != nil {
+		return SessionInfo{}, err
+	}
+	if err := makePrivateDir(filepath.Join(stateDir, "executions")); err != nil {
+		return SessionInfo{}, err
+	}
+	lock, err := lockStateDir(stateDir)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	s := &Session{
+		m:        m,
+		id:       id,
+		stateDir: stateDir,
+		prefix:   randomLetters(5),
+		limits:   limits.withDefaults(),
+		lock:     lock,
+		env:      newLoginEnv(m.bash),
+		runner:   m.runner,
+		execs:    map[string]*Execution{},
+	}
+	m.sessions[id] = s
+	// Warm the login environment now, so the first command need not wait.
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.env.Get(context.Background())
+	}()
+	return SessionInfo{SessionID: id, StateDir: stateDir, IDPrefix: s.prefix, Recovered: []Facts{}}, nil
+}
+
+func makePrivateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fault.New(fault.IO, "creating %s: %w", dir, err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fault.New(fault.IO, "%s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return fault.New(fault.InvalidParams, "%s is not a directory", dir)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fault.New(fault.IO, "making %s private: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// lockStateDir takes the flock that makes one helper the holder of a state
+// directory. The lock belongs to the open file description, so a second
+// open in this same process conflicts too.
+func lockStateDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, "lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fault.New(fault.IO, "opening %s: %w", path, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(path)
+		f.Close()
+		return nil, fault.New(fault.Conflict, "state directory %s is held by another helper (pid %s)", dir, strings.TrimSpace(string(holder)))
+	}
+	_ = f.Chmod(0o600)
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return f, nil
+}
+
+// Session looks up an open session.
+func (m *Manager) Session(id string) (*Session, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.down {
+		return nil, fault.New(fault.Unavailable, "the helper is shutting down")
+	}
+	s, ok := m.sessions[id]
+	if !ok {
+		return nil, fault.New(fault.NotFound, "no open session %q", id)
+	}
+	return s, nil
+}
+
+// Close ends a session: every live execution is stopped (session-ended)
+// and the state directory is released; spools stay. It blocks until the
+// executions have settled.
+func (m *Manager) Close(id string) (int, error) {
+	m.mu.Lock()
+	s, ok := m.sessions[id]
+	if ok {
+		delete(m.sessions, id)
+	}
+	m.mu.Unlock()
+	if !ok {
+		return 0, fault.New(fault.NotFound, "no open session %q", id)
+	}
+	s.close()
+	return 0, nil
+}
+
+// Shutdown closes every session and refuses new ones. It blocks until all
+// executions have settled.
+func (m *Manager) Shutdown() {
+	m.mu.Lock()
+	m.down = true
+	sessions := make([]*Session, 0, len(m.sessions))
+	for id, s := range m.sessions {
+		sessions = append(sessions, s)
+		delete(m.sessions, id)
+	}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.close()
+		}()
+	}
+	wg.Wait()
+}
+
+// Session is one agent conversation's executions.
+type Session struct {
+	m        *Manager
+	id       string   // immutable
+	stateDir string   // immutable
+	prefix   string   // immutable; fresh per open
+	limits   Limits   // immutable
+	lock     *os.File // the state directory's flock; closed at close
+	env      *loginEnv
+	runner   Runner
+	sched    scheduler
+	wg       sync.WaitGroup // run goroutines and waiting requests
+
+	mu      sync.Mutex
+	execs   map[string]*Execution // guarded by mu; live and retained
+	counter int                   // guarded by mu
+	closing bool                  // guarded by mu
+}
+
+// ID returns the session id.
+func (s *Session) ID() string { return s.id }
+
+// StartParams are the inputs of exec/start that shape the execution.
+type StartParams struct {
+	Command   string
+	Cwd       string
+	TTY       bool
+	Lane      Lane // "" decides by analysis
+	Env       map[string]string
+	Label     string
+	ToolUseID string
+}
+
+// Start registers and queues an execution in arrival order; the command
+// runs once its lane admits it. It does not block.
+func (s *Session) Start(c Caller, p StartParams) (*Execution, error) {
+	if strings.TrimSpace(p.Command) == "" {
+		return nil, fault.New(fault.InvalidParams, "command is empty")
+	}
+	cwd := p.Cwd
+	if cwd == "" {
+		cwd = envValue(os.Environ(), "HOME")
+	}
+	if !filepath.IsAbs(cwd) {
+		return nil, fault.New(fault.InvalidParams, "cwd must be an absolute path, got %q", p.Cwd)
+	}
+	an := analyze.Command(p.Command)
+	if an.Class == analyze.Refused {
+		return nil, fault.New(fault.Refused, "shell backgrounding is not allowed (%s): run the command in the foreground and pass yieldMs to let it continue in the background", strings.Join(an.Reasons, "; "))
+	}
+	lane := p.Lane
+	switch lane {
+	case "":
+		lane = LaneExclusive
+		if an.Class == analyze.ReadOnly {
+			lane = LaneRead
+		}
+	case LaneRead, LaneExclusive:
+	default:
+		return nil, fault.New(fault.InvalidParams, "lane must be %q or %q, got %q", LaneRead, LaneExclusive, lane)
+	}
+	env := make([]string, 0, len(p.Env))
+	for k, v := range p.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+			return nil, fault.New(fault.InvalidParams, "env: invalid variable %q", k)
+		}
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil, fault.New(fault.NotFound, "no open session %q", s.id)
+	}
+	live := 0
+	for _, e := range s.execs {
+		if !e.settledNow() {
+			live++
+		}
+	}
+	if live >= s.limits.MaxLive {
+		return nil, fault.New(fault.Limit, "session %s already has %d live executions (the limit); stop one or wait for one to end", s.id, live)
+	}
+	s.counter++
+	id := fmt.Sprintf("exec-%s-%06d", s.prefix, s.counter)
+	sp, err := spool.Create(filepath.Join(s.stateDir, "executions", id+".log"), s.limits.OutputLimitBytes)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	now := time.Now()
+	e := &Execution{
+		s:         s,
+		id:        id,
+		spec:      Spec{Command: p.Command, Dir: cwd, Env: env, TTY: p.TTY, Tag: "MEVEDEL_EXEC_TAG=" + s.prefix + "-" + id},
+		sp:        sp,
+		grace:     time.Duration(s.limits.GraceMs) * time.Millisecond,
+		toolUseID: p.ToolUseID,
+		ctx:       ctx,
+		cancel:    cancel,
+		started:   make(chan struct{}),
+		done:      make(chan struct{}),
+		retired:   make(chan struct{}),
+		facts: Facts{
+			ExecutionID:   id,
+			SessionID:     s.id,
+			Owner:         c.owner(),
+			Command:       p.Command,
+			Label:         p.Label,
+			ToolUseID:     p.ToolUseID,
+			Cwd:           cwd,
+			Target:        "local",
+			State:         Queued,
+			Lane:          lane,
+			TTY:           p.TTY,
+			QueuedAt:      stamp(now),
+			OutputAddress: "artifact://executions/" + id + ".log",
+			Version:       1,
+		},
+	}
+	e.ticket = s.sched.enqueue(lane)
+	s.execs[id] = e
+	s.wg.Add(1)
+	go e.run()
+	s.changed()
+	return e, nil
+}
+
+// lookup finds an execution visible to c; anything else is "not found".
+func (s *Session) lookup(c Caller, id string) (*Execution, error) {
+	s.mu.Lock()
+	e, ok := s.execs[id]
+	s.mu.Unlock()
+	if !ok || !c.sees(e.facts.Owner) {
+		return nil, fault.New(fault.NotFound, "no execution %q", id)
+	}
+	return e, nil
+}
+
+// Go runs f on a goroutine the session waits for at close.
+func (s *Session) Go(f func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+}
+
+// AwaitStart replies to a start request from a session goroutine once the
+// execution ends or yields.
+func (s *Session) AwaitStart(ctx context.Context, e *Execution, yield *time.Duration, maxChars int, reply func(Observation)) {
+	s.Go(func() { reply(e.awaitStart(ctx, yield, maxChars)) })
+}
+
+// Observe answers exec/observe. Input is written first; a waiting
+// observation replies later from a session goroutine.
+func (s *Session) Observe(ctx context.Context, c Caller, id, chars string, wait time.Duration, maxChars int, reply func(Observation)) error {
+	e, err := s.lookup(c, id)
+	if err != nil {
+		return err
+	}
+	if wait > 0 && !e.settledNow() {
+		if err := e.beginWait(); err != nil {
+			return err
+		}
+	} else {
+		wait = 0
+	}
+	if chars != "" {
+		if err := e.input(chars); err != nil {
+			if wait > 0 {
+				e.endWait()
+			}
+			return err
+		}
+	}
+	if wait == 0 {
+		reply(e.observe(ctx, "", 0, maxChars))
+		return nil
+	}
+	s.Go(func() {
+		o := e.observe(ctx, "", wait, maxChars)
+		e.endWait() // before the reply, so the caller's next wait is welcome
+		reply(o)
+	})
+	return nil
+}
+
+// Stop stops an execution and replies with its final observation once it
+// has settled.
+func (s *Session) Stop(c Caller, id string, maxChars int, reply func(Observation)) error {
+	e, err := s.lookup(c, id)
+	if err != nil {
+		return err
+	}
+	e.cancel(&stopCause{term: Stopped, reason: "stopped on request"})
+	s.Go(func() {
+		<-e.done
+		reply(e.finalObservation(maxChars))
+	})
+	return nil
+}
+
+// Interrupt sends Ctrl-C and returns fresh facts.
+func (s *Session) Interrupt(c Caller, id string) (Facts, error) {
+	e, err := s.lookup(c, id)
+	if err != nil {
+		return Facts{}, err
+	}
+	if err := e.interrupt(); err != nil {
+		return Facts{}, err
+	}
+	return e.Facts(), nil
+}
+
+// List returns live executions visible to c: under model authority the
+// owner's yielded ones, under user authority all, ordered by start.
+func (s *Session) List(c Caller) []Facts {
+	out := []Facts{}
+	for _, f := range s.Live() {
+		if c.User || (f.Owner == c.owner() && f.Yielded) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Live returns the facts of every live execution, by start (queued ones
+// last, by arrival).
+func (s *Session) Live() []Facts {
+	s.mu.Lock()
+	var out []Facts
+	for _, e := range s.execs {
+		if !e.settledNow() {
+			out = append(out, e.Facts())
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if (a.StartedAt == nil) != (b.StartedAt == nil) {
+			return a.StartedAt != nil
+		}
+		if a.StartedAt != nil && !a.StartedAt.Equal(b.StartedAt.Time) {
+			return a.StartedAt.Before(b.StartedAt.Time)
+		}
+		return a.ExecutionID < b.ExecutionID
+	})
+	if out == nil {
+		out = []Facts{}
+	}
+	return out
+}
+
+// StopAll stops every live execution (of owner, when given, with
+// termination owner-stopped) and replies with the count once they settled.
+func (s *Session) StopAll(owner string, reply func(int)) {
+	term, reason := Stopped, "stopped with every execution of the session"
+	if owner != "" {
+		term, reason = OwnerStopped, "every execution of owner "+owner+" was stopped"
+	}
+	s.mu.Lock()
+	var targets []*Execution
+	for _, e := range s.execs {
+		if !e.settledNow() && (owner == "" || e.facts.Owner == owner) {
+			targets = append(targets, e)
+		}
+	}
+	s.mu.Unlock()
+	for _, e := range targets {
+		e.cancel(&stopCause{term: term, reason: reason})
+	}
+	s.Go(func() {
+		for _, e := range targets {
+			<-e.done
+		}
+		reply(len(targets))
+	})
+}
+
+// close stops every live execution (session-ended), waits for everything
+// the session runs, and releases the state directory.
+func (s *Session) close() {
+	s.mu.Lock()
+	s.closing = true
+	targets := make([]*Execution, 0, len(s.execs))
+	for _, e := range s.execs {
+		targets = append(targets, e)
+	}
+	s.mu.Unlock()
+	for _, e := range targets {
+		e.cancel(&stopCause{term: SessionEnded, reason: "the session was closed"})
+	}
+	for _, e := range targets {
+		<-e.done
+	}
+	s.mu.Lock()
+	for id, e := range s.execs {
+		close(e.retired) // ends its retention wait
+		delete(s.execs, id)
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	_ = s.lock.Close()
+}
+
+// settled is called once per execution, after its facts became final.
+func (s *Session) settled(e *Execution, f Facts) {
+	s.m.events.Settled(f)
+	s.changed()
+	retain := time.Duration(s.limits.RetainMs) * time.Millisecond
+	s.Go(func() {
+		t := time.NewTimer(retain)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-e.retired:
+			return
+		}
+		s.mu.Lock()
+		if s.execs[e.id] == e {
+			delete(s.execs, e.id)
+			close(e.retired)
+		}
+		s.mu.Unlock()
+	})
+}
+
+func (s *Session) changed() {
+	s.m.events.Changed(s)
+}
+
+const idAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+// randomLetters returns n random lowercase letters and digits.
+func randomLetters(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = idAlphabet[int(b[i])%len(idAlphabet)]
+	}
+	return string(b)
+}

@@ -1,0 +1,168 @@
+// Package rpc owns the wire: method names, the param and result types,
+// framing, the mapping of internal errors to JSON-RPC codes, and the
+// dispatcher that hands decoded requests to package execution.
+package rpc
+
+import (
+	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// ProtocolVersion is the version of the wire contract this helper speaks.
+const ProtocolVersion = 1
+
+// ServerName is what initialize reports.
+const ServerName = "mevedel-exec"
+
+// ServerVersion is set at build time (-ldflags "-X ...rpc.ServerVersion=...").
+var ServerVersion = "0.1.0-dev"
+
+// Methods: Emacs → helper.
+const (
+	MethodInitialize    = "initialize"
+	MethodShutdown      = "shutdown"
+	MethodSessionOpen   = "session/open"
+	MethodSessionClose  = "session/close"
+	MethodExecStart     = "exec/start"
+	MethodExecObserve   = "exec/observe"
+	MethodExecStop      = "exec/stop"
+	MethodExecInterrupt = "exec/interrupt"
+	MethodExecList      = "exec/list"
+	MethodExecStopAll   = "exec/stopAll"
+	MethodExecAnalyze   = "exec/analyze"
+	MethodCancelRequest = "$/cancelRequest"
+)
+
+// Notifications: helper → Emacs.
+const (
+	NotifyProgress = "exec/progress"
+	NotifyChanged  = "exec/changed"
+	NotifySettled  = "exec/settled"
+)
+
+// Authority selects whose executions a request may see: model authority
+// for Owner (default "/root"), or user authority with As "user".
+type Authority struct {
+	Owner string `json:"owner,omitempty"`
+	As    string `json:"as,omitempty"`
+}
+
+type InitializeParams struct {
+	ClientName      string `json:"clientName,omitempty"`
+	ClientVersion   string `json:"clientVersion,omitempty"`
+	ProtocolVersion int    `json:"protocolVersion,omitempty"`
+}
+
+type InitializeResult struct {
+	ServerName      string `json:"serverName"`
+	ServerVersion   string `json:"serverVersion"`
+	ProtocolVersion int    `json:"protocolVersion"`
+	InstanceID      string `json:"instanceId"`
+	Pid             int    `json:"pid"`
+}
+
+type SessionOpenParams struct {
+	SessionID         string           `json:"sessionId"`
+	StateDir          string           `json:"stateDir"`
+	Limits            execution.Limits `json:"limits,omitzero"`
+	RemoteArtifactDir string           `json:"remoteArtifactDir,omitempty"`
+}
+
+type SessionCloseParams struct {
+	SessionID string `json:"sessionId"`
+}
+
+type SessionCloseResult struct {
+	Discarded int `json:"discarded"`
+}
+
+type ExecStartParams struct {
+	SessionID string `json:"sessionId"`
+	Authority
+	Command        string            `json:"command"`
+	Cwd            string            `json:"cwd,omitempty"`
+	YieldMs        *int64            `json:"yieldMs,omitempty"`
+	TTY            bool              `json:"tty,omitempty"`
+	Lane           execution.Lane    `json:"lane,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+	Label          string            `json:"label,omitempty"`
+	ToolUseID      string            `json:"toolUseId,omitempty"`
+	MaxOutputChars int               `json:"maxOutputChars,omitempty"`
+}
+
+type ExecObserveParams struct {
+	SessionID string `json:"sessionId"`
+	Authority
+	ExecutionID    string `json:"executionId"`
+	Chars          string `json:"chars,omitempty"`
+	WaitMs         int64  `json:"waitMs,omitempty"`
+	MaxOutputChars int    `json:"maxOutputChars,omitempty"`
+}
+
+type ExecStopParams struct {
+	SessionID string `json:"sessionId"`
+	Authority
+	ExecutionID    string `json:"executionId"`
+	MaxOutputChars int    `json:"maxOutputChars,omitempty"`
+}
+
+type ExecInterruptParams struct {
+	SessionID string `json:"sessionId"`
+	Authority
+	ExecutionID string `json:"executionId"`
+}
+
+type ExecListParams struct {
+	SessionID string `json:"sessionId"`
+	Authority
+}
+
+type ExecListResult struct {
+	Executions []execution.Facts `json:"executions"`
+}
+
+// ExecStopAllParams stops every live execution of the session (user
+// authority); with Owner, only that owner's, as owner-stopped.
+type ExecStopAllParams struct {
+	SessionID string `json:"sessionId"`
+	Owner     string `json:"owner,omitempty"`
+	As        string `json:"as,omitempty"`
+}
+
+type ExecStopAllResult struct {
+	Stopped int `json:"stopped"`
+}
+
+type ExecAnalyzeParams struct {
+	Command string `json:"command"`
+}
+
+type ExecAnalyzeResult struct {
+	Class   string   `json:"class"`
+	Reasons []string `json:"reasons"`
+}
+
+type CancelParams struct {
+	ID jsonrpc2.ID `json:"id"`
+}
+
+type ProgressParams struct {
+	SessionID   string          `json:"sessionId"`
+	ExecutionID string          `json:"executionId"`
+	ToolUseID   string          `json:"toolUseId"`
+	Facts       execution.Facts `json:"facts"`
+	Tail        string          `json:"tail"`
+}
+
+type ChangedParams struct {
+	SessionID string            `json:"sessionId"`
+	Live      []execution.Facts `json:"live"`
+}
+
+type SettledParams struct {
+	SessionID string          `json:"sessionId"`
+	Facts     execution.Facts `json:"facts"`
+}
+
+// Empty is the {} result.
+type Empty struct{}

@@ -1,0 +1,441 @@
+package rpc
+
+import (
+	"bytes"
+	"crypto/rand"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/execution/analyze"
+	"github.com/mevedel/mevedel-exec/internal/fault"
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// Server dispatches requests in arrival order. Its handler never blocks:
+// requests that wait (start with yield, observe with wait, stop, close,
+// shutdown) hand their reply to a goroutine that the session or the server
+// owns, and every request gets exactly one reply.
+type Server struct {
+	logger     *log.Logger
+	mgr        *execution.Manager
+	fwd        *forwarder
+	conn       atomic.Pointer[jsonrpc2.Conn]
+	instanceID string
+	wg         sync.WaitGroup // server-owned goroutines
+
+	mu       sync.Mutex
+	waiting  map[jsonrpc2.ID]context.CancelCauseFunc // guarded by mu; cancellable requests
+	down     bool                                    // guarded by mu; shutdown has begun
+	downDone chan struct{}                           // closed once, when shutdown finished
+}
+
+// Serve speaks the protocol on r/w until r reaches EOF or a frame header is
+// corrupt. EOF without shutdown is treated as shutdown: every live
+// execution ends as session-ended before Serve returns.
+func Serve(r io.Reader, w io.Writer, logger *log.Logger) {
+	if logger == nil {
+		logger = log.New(os.Stderr, "mevedel-exec: ", log.LstdFlags)
+	}
+	s := &Server{
+		logger:     logger,
+		instanceID: newInstanceID(),
+		waiting:    map[jsonrpc2.ID]context.CancelCauseFunc{},
+		downDone:   make(chan struct{}),
+	}
+	s.fwd = newForwarder(func(method string, params any) {
+		if c := s.conn.Load(); c != nil {
+			_ = c.Notify(notifyCtx, method, params)
+		}
+	})
+	s.mgr = execution.NewManager(s.fwd, &execution.Local{})
+	conn := jsonrpc2.NewConn(context.Background(), NewStream(r, w, nil, logger), s, jsonrpc2.SetLogger(logger))
+	s.conn.Store(conn)
+	<-conn.DisconnectNotify()
+	s.shutdown()
+	s.wg.Wait()
+	s.fwd.close()
+}
+
+func newInstanceID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	const hex = "0123456789abcdef"
+	out := make([]byte, 16)
+	for i, c := range b {
+		out[2*i], out[2*i+1] = hex[c>>4], hex[c&15]
+	}
+	return string(out)
+}
+
+// shutdown ends every session once; later calls wait for the first.
+func (s *Server) shutdown() {
+	s.mu.Lock()
+	if s.down {
+		s.mu.Unlock()
+		<-s.downDone
+		return
+	}
+	s.down = true
+	s.mu.Unlock()
+	s.mgr.Shutdown()
+	close(s.downDone)
+}
+
+// reply answers one request exactly once.
+type reply struct {
+	s    *Server
+	conn *jsonrpc2.Conn
+	id   jsonrpc2.ID
+	sent atomic.Bool
+}
+
+func (r *reply) ok(result any) { r.send(result, nil) }
+
+func (r *reply) fail(err error) { r.send(nil, err) }
+
+func (r *reply) send(result any, err error) {
+	if !r.sent.CompareAndSwap(false, true) {
+		r.s.logger.Printf("rpc: BUG: second reply to request %s dropped", r.id)
+		return
+	}
+	r.s.mu.Lock()
+	delete(r.s.waiting, r.id)
+	r.s.mu.Unlock()
+	if err != nil {
+		_ = r.conn.ReplyWithError(notifyCtx, r.id, toError(err))
+		return
+	}
+	if result == nil {
+		result = Empty{}
+	}
+	_ = r.conn.Reply(notifyCtx, r.id, result)
+}
+
+// cancellable registers the request so $/cancelRequest can reach it.
+func (s *Server) cancellable(id jsonrpc2.ID) context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	s.mu.Lock()
+	s.waiting[id] = cancel
+	s.mu.Unlock()
+	return ctx
+}
+
+var errCancelled = errors.New("request cancelled by the client")
+
+// Handle implements jsonrpc2.Handler. It runs on the read loop.
+func (s *Server) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	if req.Notif {
+		if req.Method == MethodCancelRequest {
+			var p CancelParams
+			if decode(req, &p) == nil {
+				s.mu.Lock()
+				cancel := s.waiting[p.ID]
+				s.mu.Unlock()
+				if cancel != nil {
+					cancel(errCancelled)
+				}
+			}
+			return
+		}
+		s.logger.Printf("rpc: ignoring notification %q", req.Method)
+		return
+	}
+	r := &reply{s: s, conn: conn, id: req.ID}
+	defer func() {
+		if v := recover(); v != nil {
+			s.logger.Printf("rpc: BUG: panic handling %s: %v", req.Method, v)
+			r.fail(errors.New("internal error"))
+		}
+	}()
+	s.mu.Lock()
+	down := s.down
+	s.mu.Unlock()
+	if down && req.Method != MethodShutdown {
+		r.fail(fault.New(fault.Unavailable, "the helper is shutting down"))
+		return
+	}
+	h, ok := handlers[req.Method]
+	if !ok {
+		r.fail(fault.New(kindNoMethod, "method not found: %s", req.Method))
+		return
+	}
+	h(s, req, r)
+}
+
+type handler func(s *Server, req *jsonrpc2.Request, r *reply)
+
+var handlers map[string]handler
+
+func init() {
+	handlers = map[string]handler{
+		MethodInitialize:    (*Server).initialize,
+		MethodShutdown:      (*Server).shutdownRequest,
+		MethodSessionOpen:   (*Server).sessionOpen,
+		MethodSessionClose:  (*Server).sessionClose,
+		MethodExecStart:     (*Server).execStart,
+		MethodExecObserve:   (*Server).execObserve,
+		MethodExecStop:      (*Server).execStop,
+		MethodExecInterrupt: (*Server).execInterrupt,
+		MethodExecList:      (*Server).execList,
+		MethodExecStopAll:   (*Server).execStopAll,
+		MethodExecAnalyze:   (*Server).execAnalyze,
+	}
+}
+
+// decode reads params strictly: unknown fields are an error, so a typo
+// never silently falls back to a default.
+func decode(req *jsonrpc2.Request, v any) error {
+	if req.Params == nil || bytes.Equal(bytes.TrimSpace(*req.Params), []byte("null")) {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(*req.Params))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fault.New(fault.InvalidParams, "invalid params for %s: %v", req.Method, err)
+	}
+	return nil
+}
+
+func caller(a Authority) (execution.Caller, error) {
+	switch a.As {
+	case "":
+		return execution.Caller{Owner: a.Owner}, nil
+	case "user":
+		return execution.Caller{Owner: a.Owner, User: true}, nil
+	}
+	return execution.Caller{}, fault.New(fault.InvalidParams, `as must be "user" or absent, got %q`, a.As)
+}
+
+func (s *Server) session(id string) (*execution.Session, error) {
+	if id == "" {
+		return nil, fault.New(fault.InvalidParams, "sessionId is required")
+	}
+	return s.mgr.Session(id)
+}
+
+func (s *Server) initialize(req *jsonrpc2.Request, r *reply) {
+	var p InitializeParams
+	if err := decode(req, &p); err != nil {
+		r.fail(err)
+		return
+	}
+	if p.ProtocolVersion != 0 && p.ProtocolVersion != ProtocolVersion {
+		r.fail(fault.New(fault.InvalidParams, "protocol version %d is not supported; this helper speaks version %d", p.ProtocolVersion, ProtocolVersion))
+		return
+	}
+	r.ok(InitializeResult{ServerName: ServerName, ServerVersion: ServerVersion, ProtocolVersion: ProtocolVersion, InstanceID: s.instanceID, Pid: os.Getpid()})
+}
+
+func (s *Server) shutdownRequest(req *jsonrpc2.Request, r *reply) {
+	s.goOwned(func() {
+		s.shutdown()
+		r.ok(Empty{})
+	})
+}
+
+// goOwned runs f on a goroutine the server waits for before it returns.
+func (s *Server) goOwned(f func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+}
+
+func (s *Server) sessionOpen(req *jsonrpc2.Request, r *reply) {
+	var p SessionOpenParams
+	if err := decode(req, &p); err != nil {
+		r.fail(err)
+		return
+	}
+	info, err := s.mgr.Open(p.SessionID, p.StateDir, p.Limits)
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	r.ok(info)
+}
+
+func (s *Server) sessionClose(req *jsonrpc2.Request, r *reply) {
+	var p SessionCloseParams
+	if err := decode(req, &p); err != nil {
+		r.fail(err)
+		return
+	}
+	if _, err := s.session(p.SessionID); err != nil {
+		r.fail(err)
+		return
+	}
+	s.goOwned(func() {
+		n, err := s.mgr.Close(p.SessionID)
+		if err != nil {
+			r.fail(err)
+			return
+		}
+		r.ok(SessionCloseResult{Discarded: n})
+	})
+}
+
+func (s *Server) execStart(req *jsonrpc2.Request, r *reply) {
+	var p ExecStartParams
+	if err := decode(req, &p); err != nil {
+		r.fail(err)
+		return
+	}
+	c, err := caller(p.Authority)
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	var yield *time.Duration
+	if p.YieldMs != nil {
+		if *p.YieldMs < 0 {
+			r.fail(fault.New(fault.InvalidParams, "yieldMs must not be negative"))
+			return
+		}
+		d := time.Duration(*p.YieldMs) * time.Millisecond
+		yield = &d
+	}
+	sess, err := s.session(p.SessionID)
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	ctx := s.cancellable(req.ID)
+	e, err := sess.Start(c, execution.StartParams{
+		Command: p.Command, Cwd: p.Cwd, TTY: p.TTY, Lane: p.Lane, Env: p.Env, Label: p.Label, ToolUseID: p.ToolUseID,
+	})
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	sess.AwaitStart(ctx, e, yield, p.MaxOutputChars, func(o execution.Observation) { r.ok(o) })
+}
+
+func (s *Server) execObserve(req *jsonrpc2.Request, r *reply) {
+	var p ExecObserveParams
+	if err := decode(req, &p); err != nil {
+		r.fail(err)
+		return
+	}
+	c, err := caller(p.Authority)
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	if p.WaitMs < 0 {
+		r.fail(fault.New(fault.InvalidParams, "waitMs must not be negative"))
+		return
+	}
+	sess, err := s.session(p.SessionID)
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	ctx := s.cancellable(req.ID)
+	err = sess.Observe(ctx, c, p.ExecutionID, p.Chars, time.Duration(p.WaitMs)*time.Millisecond, p.MaxOutputChars,
+		func(o execution.Observation) { r.ok(o) })
+	if err != nil {
+		r.fail(err)
+	}
+}
+
+func (s *Server) execStop(req *jsonrpc2.Request, r *reply) {
+	var p ExecStopParams
+	if err := decode(req, &p); err != nil {
+		r.fail(err)
+		return
+	}
+	c, err := caller(p.Authority)
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	sess, err := s.session(p.SessionID)
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	if err := sess.Stop(c, p.ExecutionID, p.MaxOutputChars, func(o execution.Observation) { r.ok(o) }); err != nil {
+		r.fail(err)
+	}
+}
+
+func (s *Server) execInterrupt(req *jsonrpc2.Request, r *reply) {
+	var p ExecInterruptParams
+	if err := decode(req, &p); err != nil {
+		r.fail(err)
+		return
+	}
+	c, err := caller(p.Authority)
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	sess, err := s.session(p.SessionID)
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	f, err := sess.Interrupt(c, p.ExecutionID)
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	r.ok(f)
+}
+
+func (s *Server) execList(req *jsonrpc2.Request, r *reply) {
+	var p ExecListParams
+	if err := decode(req, &p); err != nil {
+		r.fail(err)
+		return
+	}
+	c, err := caller(p.Authority)
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	sess, err := s.session(p.SessionID)
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	r.ok(ExecListResult{Executions: sess.List(c)})
+}
+
+func (s *Server) execStopAll(req *jsonrpc2.Request, r *reply) {
+	var p ExecStopAllParams
+	if err := decode(req, &p); err != nil {
+		r.fail(err)
+		return
+	}
+	if p.As != "" && p.As != "user" {
+		r.fail(fault.New(fault.InvalidParams, `as must be "user" or absent, got %q`, p.As))
+		return
+	}
+	sess, err := s.session(p.SessionID)
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	sess.StopAll(p.Owner, func(n int) { r.ok(ExecStopAllResult{Stopped: n}) })
+}
+
+func (s *Server) execAnalyze(req *jsonrpc2.Request, r *reply) {
+	var p ExecAnalyzeParams
+	if err := decode(req, &p); err != nil {
+		r.fail(err)
+		return
+	}
+	res := analyze.Command(p.Command)
+	r.ok(ExecAnalyzeResult{Class: string(res.Class), Reasons: res.Reasons})
+}
