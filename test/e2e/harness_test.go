@@ -1,0 +1,487 @@
+// Package e2e drives the built mevedel-exec binary over its real protocol,
+// with real child processes.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+var helperBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "mevedel-exec-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	helperBin = filepath.Join(dir, "mevedel-exec")
+	// The helper is built with the race detector too: every end-to-end
+	// test also checks the helper's own goroutines.
+	build := exec.Command("go", "build", "-race", "-o", helperBin, "../../cmd/mevedel-exec")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the helper:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// waitBound bounds every wait in these tests; it is never a sleep.
+const waitBound = 30 * time.Second
+
+type note struct {
+	Method string
+	Params json.RawMessage
+}
+
+// helper is one running mevedel-exec serve.
+type helper struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	conn   *jsonrpc2.Conn
+	stdin  io.WriteCloser
+	home   string
+	stderr *syncBuffer
+	exited chan struct{}
+
+	mu    sync.Mutex
+	cond  *sync.Cond
+	notes []note // guarded by mu
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type helperOpt func(*exec.Cmd, string)
+
+// withProfile writes a ~/.bash_profile into the helper's private HOME.
+func withProfile(text string) helperOpt {
+	return func(_ *exec.Cmd, home string) {
+		if err := os.WriteFile(filepath.Join(home, ".bash_profile"), []byte(text), 0o600); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func withEnv(kv ...string) helperOpt {
+	return func(c *exec.Cmd, _ string) { c.Env = append(c.Env, kv...) }
+}
+
+// baseEnv is the helper's environment: a private HOME, so the user's own
+// profile (slow here) is never run.
+func baseEnv(home string) []string {
+	return []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "USER=" + os.Getenv("USER"), "LANG=C.UTF-8"}
+}
+
+// startHelper starts the helper with a private HOME and a protocol client.
+func startHelper(t *testing.T, opts ...helperOpt) *helper {
+	t.Helper()
+	home := t.TempDir()
+	h := &helper{t: t, home: home, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	h.cond = sync.NewCond(&h.mu)
+	h.cmd = exec.Command(helperBin, "serve")
+	h.cmd.Env = baseEnv(home)
+	for _, o := range opts {
+		o(h.cmd, home)
+	}
+	h.cmd.Stderr = h.stderr
+	stdin, err := h.cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := h.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h.stdin = stdin
+	go func() {
+		_ = h.cmd.Wait()
+		close(h.exited)
+	}()
+	h.conn = jsonrpc2.NewConn(context.Background(),
+		jsonrpc2.NewBufferedStream(rwc{stdout, stdin}, jsonrpc2.VSCodeObjectCodec{}),
+		jsonrpc2.HandlerWithError(func(_ context.Context, _ *jsonrpc2.Conn, r *jsonrpc2.Request) (any, error) {
+			var p json.RawMessage
+			if r.Params != nil {
+				p = append(p, *r.Params...)
+			}
+			h.mu.Lock()
+			h.notes = append(h.notes, note{r.Method, p})
+			h.cond.Broadcast()
+			h.mu.Unlock()
+			return nil, nil
+		}))
+	t.Cleanup(func() { h.stop() })
+	return h
+}
+
+type rwc struct {
+	io.ReadCloser
+	io.WriteCloser
+}
+
+func (r rwc) Close() error {
+	r.WriteCloser.Close()
+	return r.ReadCloser.Close()
+}
+
+// stop shuts the helper down, then checks that it exited and that no
+// process of any of its executions survived.
+func (h *helper) stop() {
+	t := h.t
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	_ = h.conn.Call(ctx, "shutdown", nil, nil)
+	h.stdin.Close()
+	select {
+	case <-h.exited:
+	case <-time.After(waitBound):
+		_ = h.cmd.Process.Kill()
+		t.Errorf("helper did not exit after shutdown and EOF")
+	}
+	h.conn.Close()
+	if strings.Contains(h.stderr.String(), "DATA RACE") || strings.Contains(h.stderr.String(), "panic") {
+		t.Errorf("helper stderr:\n%s", h.stderr.String())
+	}
+	if left := taggedProcesses(h.cmd.Process.Pid); len(left) > 0 {
+		t.Errorf("processes left behind by the helper: %v", left)
+	}
+}
+
+// taggedProcesses lists live processes that carry an execution tag and
+// descend from (or were adopted by) helper pid; after the helper exited,
+// any live tagged process from this test run is a leak.
+func taggedProcesses(_ int) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !bytes.Contains(env, []byte("MEVEDEL_EXEC_TAG=")) || !bytes.Contains(env, []byte("MEVEDEL_E2E=1")) {
+			continue
+		}
+		if st, ok := procState(pid); ok && st != 'Z' {
+			cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+			out = append(out, fmt.Sprintf("%d %q", pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
+		}
+	}
+	return out
+}
+
+func procState(pid int) (byte, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0, false
+	}
+	return b[i+2], true
+}
+
+// rpcError is a JSON-RPC error answer.
+func rpcError(err error) (*jsonrpc2.Error, bool) {
+	var e *jsonrpc2.Error
+	ok := errors.As(err, &e)
+	return e, ok
+}
+
+func errKind(e *jsonrpc2.Error) string {
+	if e == nil || e.Data == nil {
+		return ""
+	}
+	var d struct{ Kind string }
+	_ = json.Unmarshal(*e.Data, &d)
+	return d.Kind
+}
+
+func (h *helper) call(method string, params, result any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	return h.conn.Call(ctx, method, params, result)
+}
+
+func (h *helper) mustCall(method string, params, result any) {
+	h.t.Helper()
+	if err := h.call(method, params, result); err != nil {
+		h.t.Fatalf("%s: %v", method, err)
+	}
+}
+
+// wantError checks that a call fails with code and kind.
+func (h *helper) wantError(method string, params any, code int64, kind string) *jsonrpc2.Error {
+	h.t.Helper()
+	err := h.call(method, params, nil)
+	e, ok := rpcError(err)
+	if !ok {
+		h.t.Fatalf("%s: want error %d, got %v", method, code, err)
+	}
+	if e.Code != code || errKind(e) != kind {
+		h.t.Fatalf("%s: want error %d/%s, got %d/%s: %s", method, code, kind, e.Code, errKind(e), e.Message)
+	}
+	return e
+}
+
+type session struct {
+	h        *helper
+	id       string
+	stateDir string
+	prefix   string
+}
+
+// open opens a session in a fresh state directory.
+func (h *helper) open(limits map[string]any) *session {
+	h.t.Helper()
+	dir := filepath.Join(h.t.TempDir(), "state")
+	return h.openAt(dir, limits)
+}
+
+func (h *helper) openAt(dir string, limits map[string]any) *session {
+	h.t.Helper()
+	id := fmt.Sprintf("s%d", time.Now().UnixNano())
+	p := map[string]any{"sessionId": id, "stateDir": dir}
+	if limits != nil {
+		p["limits"] = limits
+	}
+	var info execution.SessionInfo
+	h.mustCall("session/open", p, &info)
+	return &session{h: h, id: id, stateDir: info.StateDir, prefix: info.IDPrefix}
+}
+
+type obs = execution.Observation
+
+// start runs exec/start with extra params merged in.
+func (s *session) start(command string, extra map[string]any) (obs, error) {
+	p := map[string]any{"sessionId": s.id, "command": command, "cwd": s.h.home, "env": map[string]string{"MEVEDEL_E2E": "1"}}
+	for k, v := range extra {
+		p[k] = v
+	}
+	var o obs
+	err := s.h.call("exec/start", p, &o)
+	return o, err
+}
+
+func (s *session) mustStart(command string, extra map[string]any) obs {
+	s.h.t.Helper()
+	o, err := s.start(command, extra)
+	if err != nil {
+		s.h.t.Fatalf("exec/start %q: %v", command, err)
+	}
+	return o
+}
+
+func (s *session) observe(id string, extra map[string]any) (obs, error) {
+	p := map[string]any{"sessionId": s.id, "executionId": id}
+	for k, v := range extra {
+		p[k] = v
+	}
+	var o obs
+	err := s.h.call("exec/observe", p, &o)
+	return o, err
+}
+
+func (s *session) mustObserve(id string, extra map[string]any) obs {
+	s.h.t.Helper()
+	o, err := s.observe(id, extra)
+	if err != nil {
+		s.h.t.Fatalf("exec/observe %s: %v", id, err)
+	}
+	return o
+}
+
+// waitFinal polls with waiting observations until the final one, and
+// returns the concatenated output and the final observation.
+func (s *session) waitFinal(id string, extra map[string]any) (string, obs) {
+	s.h.t.Helper()
+	deadline := time.Now().Add(waitBound)
+	var out strings.Builder
+	p := map[string]any{"waitMs": 5000}
+	for k, v := range extra {
+		p[k] = v
+	}
+	for time.Now().Before(deadline) {
+		o := s.mustObserve(id, p)
+		out.WriteString(o.Output)
+		if o.Final {
+			return out.String(), o
+		}
+	}
+	s.h.t.Fatalf("execution %s did not end within %v", id, waitBound)
+	return "", obs{}
+}
+
+// observeUntil polls (consuming output) until the output accumulated since
+// start (its own output included) contains want, and returns it.
+func (s *session) observeUntil(start obs, want string) string {
+	s.h.t.Helper()
+	id := start.Facts.ExecutionID
+	deadline := time.Now().Add(waitBound)
+	var out strings.Builder
+	out.WriteString(start.Output)
+	if strings.Contains(start.Output, want) {
+		return out.String()
+	}
+	for time.Now().Before(deadline) {
+		o := s.mustObserve(id, map[string]any{"waitMs": 20})
+		out.WriteString(o.Output)
+		if strings.Contains(out.String(), want) {
+			return out.String()
+		}
+		if o.Final {
+			s.h.t.Fatalf("execution %s ended before printing %q; output %q", id, want, out.String())
+		}
+	}
+	s.h.t.Fatalf("execution %s did not print %q within %v; output %q", id, want, waitBound, out.String())
+	return ""
+}
+
+// waitNote waits for a notification that satisfies match.
+func (h *helper) waitNote(match func(note) bool) note {
+	h.t.Helper()
+	deadline := time.Now().Add(waitBound)
+	timer := time.AfterFunc(waitBound, func() {
+		h.mu.Lock()
+		h.cond.Broadcast()
+		h.mu.Unlock()
+	})
+	defer timer.Stop()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	seen := 0
+	for {
+		for ; seen < len(h.notes); seen++ {
+			if match(h.notes[seen]) {
+				return h.notes[seen]
+			}
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("no matching notification within %v", waitBound)
+		}
+		h.cond.Wait()
+	}
+}
+
+// waitState waits for an exec/changed notification in which execution id
+// has the given state.
+func (h *helper) waitState(id string, state execution.State) execution.Facts {
+	h.t.Helper()
+	var found execution.Facts
+	h.waitNote(func(n note) bool {
+		if n.Method != "exec/changed" {
+			return false
+		}
+		var p struct{ Live []execution.Facts }
+		_ = json.Unmarshal(n.Params, &p)
+		for _, f := range p.Live {
+			if f.ExecutionID == id && f.State == state {
+				found = f
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// waitCommandState waits for an exec/changed notification in which an
+// execution running command has the given state.
+func (h *helper) waitCommandState(command string, state execution.State) execution.Facts {
+	h.t.Helper()
+	var found execution.Facts
+	h.waitNote(func(n note) bool {
+		if n.Method != "exec/changed" {
+			return false
+		}
+		var p struct{ Live []execution.Facts }
+		_ = json.Unmarshal(n.Params, &p)
+		for _, f := range p.Live {
+			if f.Command == command && f.State == state {
+				found = f
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// fifo makes a named pipe; commands block reading it until the test
+// writes, which is how tests hold a command at a known point.
+func fifo(t *testing.T, name string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := mkfifo(p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// release opens the fifo for writing and closes it, so a reader gets EOF.
+func release(t *testing.T, p string) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}
+
+// pidsIn extracts "pid N" lines from output.
+func pidsIn(out string) []int {
+	var pids []int
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "pid "); ok {
+			if n, err := strconv.Atoi(rest); err == nil {
+				pids = append(pids, n)
+			}
+		}
+	}
+	return pids
+}
+
+// alive reports whether pid is a live (non-zombie) process.
+func alive(pid int) bool {
+	st, ok := procState(pid)
+	return ok && st != 'Z' && st != 'X'
+}
