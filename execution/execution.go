@@ -36,18 +36,18 @@ const (
 // Execution is one managed command. Everything a caller sees of it is a
 // Facts value copied out under mu.
 type Execution struct {
-	s       *Session // immutable
-	id      string   // immutable
-	spec    Spec     // immutable; Env filled in when started
-	ticket  *ticket  // immutable
-	sp      *spool.Spool
-	grace   time.Duration // immutable
-	toolUseID string // immutable
-	ctx     context.Context
-	cancel  context.CancelCauseFunc // the cause becomes the termination
-	started chan struct{}           // closed once, when running or settled without running
-	done    chan struct{}           // closed once, at settlement
-	retired chan struct{}           // closed once, when dropped from the registry
+	s         *Session // immutable
+	id        string   // immutable
+	spec      Spec     // immutable; Env filled in when started
+	ticket    *ticket  // immutable
+	sp        *spool.Spool
+	grace     time.Duration // immutable
+	toolUseID string        // immutable
+	ctx       context.Context
+	cancel    context.CancelCauseFunc // the cause becomes the termination
+	started   chan struct{}           // closed once, when running or settled without running
+	done      chan struct{}           // closed once, at settlement
+	retired   chan struct{}           // closed once, when dropped from the registry
 
 	obsMu sync.Mutex // serialises observations, so no two read the same unread range
 

@@ -3,9 +3,9 @@ package e2e
 import (
 	"context"
 	"os"
-	"strconv"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
