@@ -288,6 +288,10 @@ type Session struct {
 // ID returns the session id.
 func (s *Session) ID() string { return s.id }
 
+// MaxCommandBytes bounds a command's text: the parser's cost grows with
+// nesting, and no hand-written command comes near it.
+const MaxCommandBytes = 256 << 10
+
 // StartParams are the inputs of exec/start that shape the execution.
 type StartParams struct {
 	Command   string
@@ -304,6 +308,9 @@ type StartParams struct {
 func (s *Session) Start(c Caller, p StartParams) (*Execution, error) {
 	if strings.TrimSpace(p.Command) == "" {
 		return nil, fault.New(fault.InvalidParams, "command is empty")
+	}
+	if len(p.Command) > MaxCommandBytes {
+		return nil, fault.New(fault.InvalidParams, "command is %d bytes; the limit is %d (put a long script in a file)", len(p.Command), MaxCommandBytes)
 	}
 	cwd := p.Cwd
 	if cwd == "" {

@@ -436,6 +436,10 @@ func (s *Server) execAnalyze(req *jsonrpc2.Request, r *reply) {
 		r.fail(err)
 		return
 	}
+	if len(p.Command) > execution.MaxCommandBytes {
+		r.fail(fault.New(fault.InvalidParams, "command is %d bytes; the limit is %d", len(p.Command), execution.MaxCommandBytes))
+		return
+	}
 	res := analyze.Command(p.Command)
 	r.ok(ExecAnalyzeResult{Class: string(res.Class), Reasons: res.Reasons})
 }
