@@ -31,6 +31,7 @@ const (
 	progressFirst = 2 * time.Second
 	progressEvery = 250 * time.Millisecond
 	progressChars = 2000
+	changedEvery  = time.Second // exec/changed for output growth, at most
 )
 
 // Execution is one managed command. Everything a caller sees of it is a
@@ -236,6 +237,7 @@ func (e *Execution) causeOf() *stopCause {
 // blocks on a full pipe while it is being stopped.
 func (e *Execution) copyOutput(r io.Reader) {
 	buf := make([]byte, 256<<10)
+	var announced time.Time
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
@@ -249,6 +251,12 @@ func (e *Execution) copyOutput(r io.Reader) {
 			e.mu.Lock()
 			e.changeLocked()
 			e.mu.Unlock()
+			// A panel shows output sizes from exec/changed; once a second
+			// is enough for that.
+			if now := time.Now(); now.Sub(announced) >= changedEvery {
+				announced = now
+				e.s.changed()
+			}
 		}
 		if err != nil {
 			if err != io.EOF {

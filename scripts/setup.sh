@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what building and testing mevedel-exec needs, when it is missing:
+# Debian packages through apt-get (when running as root) and the Go modules.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_pkgs=()
+command -v bash >/dev/null || need_pkgs+=(bash)
+command -v mount >/dev/null || need_pkgs+=(mount)
+command -v git >/dev/null || need_pkgs+=(git)
+command -v make >/dev/null || need_pkgs+=(make)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: missing ${need_pkgs[*]}; install them (apt-get install ${need_pkgs[*]}) or run as root" >&2
+    exit 1
+  fi
+  echo "setup: installing ${need_pkgs[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+fi
+
+if ! command -v go >/dev/null; then
+  if [ -x /usr/local/go/bin/go ]; then
+    export PATH="/usr/local/go/bin:$PATH"
+  else
+    echo "setup: Go 1.26 or later is required (go.mod); install it and put go on PATH" >&2
+    exit 1
+  fi
+fi
+go mod download
