@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -58,6 +59,10 @@ type Execution struct {
 	final   *Observation // guarded by mu; the final observation, once claimed
 	waiting bool         // guarded by mu; a waiting observation is in progress
 	claimed bool         // guarded by mu; someone received the terminal result
+	// inputClosed is set once the input goroutine stopped taking input;
+	// guarded by mu.
+	inputClosed bool
+	inputs      chan inputReq // immutable; queued terminal input
 }
 
 // ID returns the execution id.
@@ -147,7 +152,14 @@ func (e *Execution) run() {
 		defer close(copied)
 		e.copyOutput(proc.Output())
 	}()
-	quiet := make(chan struct{}) // ends progress before settlement
+	quiet := make(chan struct{}) // ends progress and input before settlement
+	if e.facts.TTY {
+		aux.Add(1)
+		go func() {
+			defer aux.Done()
+			e.writeInput(proc, quiet)
+		}()
+	}
 	if e.toolUseID != "" {
 		aux.Add(1)
 		go func() {
@@ -469,8 +481,9 @@ func (e *Execution) settledNow() bool {
 	}
 }
 
-// observe answers exec/observe: input first, then the end or the deadline.
-func (e *Execution) observe(ctx context.Context, chars string, wait time.Duration, maxChars int) Observation {
+// observe answers exec/observe (after its input): with wait, it waits for
+// the end, the deadline or the request's cancellation.
+func (e *Execution) observe(ctx context.Context, wait time.Duration, maxChars int) Observation {
 	if wait > 0 && !e.settledNow() {
 		t := time.NewTimer(wait)
 		defer t.Stop()
@@ -503,31 +516,74 @@ func (e *Execution) endWait() {
 	e.mu.Unlock()
 }
 
-// input writes chars to the command: to the terminal in tty mode; in pipe
-// mode only a lone Ctrl-C, sent as SIGINT to the group.
-func (e *Execution) input(chars string) error {
+// input queues chars for the command and returns a channel that yields
+// the outcome of the write. In tty mode characters go to the terminal, in
+// order, from the execution's input goroutine (a write can block while the
+// command does not read, and must never block a request). A lone Ctrl-C is
+// sent as SIGINT in either mode; other input in pipe mode is refused.
+func (e *Execution) input(chars string) (<-chan error, error) {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	proc, state, tty := e.proc, e.facts.State, e.facts.TTY
-	e.mu.Unlock()
 	if !tty && chars != "\x03" {
-		return fault.New(fault.Refused, "execution %s runs without a terminal: its stdin is closed, and only Ctrl-C (\\u0003) is accepted as input; rerun it with tty to send input", e.id)
+		return nil, fault.New(fault.Refused, "execution %s runs without a terminal: its stdin is closed, and only Ctrl-C (\\u0003) is accepted as input; rerun it with tty to send input", e.id)
 	}
-	if state == Settled || e.settledNow() {
-		return fault.New(fault.Refused, "execution %s has already ended; input was not delivered", e.id)
+	if state == Settled || e.settledNow() || e.inputClosed {
+		return nil, fault.New(fault.Refused, "execution %s has already ended; input was not delivered", e.id)
 	}
 	if proc == nil {
-		return fault.New(fault.Refused, "execution %s has not started yet (it is queued); input was not delivered", e.id)
+		return nil, fault.New(fault.Refused, "execution %s has not started yet (it is queued); input was not delivered", e.id)
 	}
-	var err error
+	done := make(chan error, 1)
 	if chars == "\x03" {
-		err = proc.Interrupt()
-	} else {
-		_, err = proc.Write([]byte(chars))
+		if err := proc.Interrupt(); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return nil, fault.New(fault.IO, "execution %s: interrupt: %w", e.id, err)
+		}
+		done <- nil
+		return done, nil
 	}
-	if err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fault.New(fault.IO, "execution %s: writing input: %w", e.id, err)
+	select {
+	case e.inputs <- inputReq{data: []byte(chars), done: done}:
+		return done, nil
+	default:
+		return nil, fault.New(fault.Limit, "execution %s has %d inputs waiting for the command to read; input was not delivered", e.id, cap(e.inputs))
 	}
-	return nil
+}
+
+// inputReq is one write to the terminal.
+type inputReq struct {
+	data []byte
+	done chan error // buffered; receives the outcome once
+}
+
+// writeInput writes queued input in order until quiet; what is left then
+// fails with a clear error.
+func (e *Execution) writeInput(proc Process, quiet <-chan struct{}) {
+	for {
+		select {
+		case req := <-e.inputs:
+			_, err := proc.Write(req.data)
+			switch {
+			case errors.Is(err, os.ErrClosed) || errors.Is(err, syscall.EIO):
+				err = fault.New(fault.Refused, "execution %s ended before it read the input", e.id)
+			case err != nil:
+				err = fault.New(fault.IO, "execution %s: writing input: %w", e.id, err)
+			}
+			req.done <- err
+		case <-quiet:
+			e.mu.Lock()
+			e.inputClosed = true
+			e.mu.Unlock()
+			for {
+				select {
+				case req := <-e.inputs:
+					req.done <- fault.New(fault.Refused, "execution %s ended before it read the input", e.id)
+				default:
+					return
+				}
+			}
+		}
+	}
 }
 
 // interrupt sends Ctrl-C.

@@ -46,6 +46,10 @@ func (l *Local) Start(spec Spec) (Process, error) {
 			return nil, fmt.Errorf("execution: opening a pty: %w", err)
 		}
 		_ = pty.Setsize(ptmx, &pty.Winsize{Rows: 24, Cols: 200})
+		if ptmx, err = pollable(ptmx); err != nil {
+			tty.Close()
+			return nil, fmt.Errorf("execution: pty: %w", err)
+		}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 		// A new session with the pty as controlling terminal; its leader
 		// is also the group leader.
@@ -82,6 +86,24 @@ func (l *Local) Start(spec Spec) (Process, error) {
 	}
 	p.pid = cmd.Process.Pid
 	return p, nil
+}
+
+// pollable returns f as a non-blocking file on Go's poller. creack/pty
+// switches the master to blocking mode (through File.Fd); a blocking write
+// to a terminal whose command never reads could then not be interrupted by
+// Close, and its goroutine would never end.
+func pollable(f *os.File) (*os.File, error) {
+	defer f.Close()
+	fd, err := unix.Dup(int(f.Fd()))
+	if err != nil {
+		return nil, err
+	}
+	unix.CloseOnExec(fd)
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
 type localProcess struct {
@@ -145,8 +167,16 @@ func (p *localProcess) Signal(sig syscall.Signal) error {
 
 func (p *localProcess) Interrupt() error {
 	if p.tty {
-		_, err := p.out.Write([]byte{3})
-		return err
+		// What the terminal would do for ^C, without needing room in a
+		// terminal input queue that a busy command may have filled: SIGINT
+		// to the terminal's foreground group.
+		fg := 0
+		if sc, err := p.out.SyscallConn(); err == nil {
+			_ = sc.Control(func(fd uintptr) { fg, _ = unix.IoctlGetInt(int(fd), unix.TIOCGPGRP) })
+		}
+		if fg > 0 {
+			return unix.Kill(-fg, unix.SIGINT)
+		}
 	}
 	return unix.Kill(-p.pid, unix.SIGINT)
 }

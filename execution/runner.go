@@ -43,13 +43,14 @@ type Process interface {
 	Exited() bool
 	// Signal sends sig to the group and to every escaped descendant.
 	Signal(sig syscall.Signal) error
-	// Interrupt delivers Ctrl-C: a ^C through the terminal in tty mode,
-	// SIGINT to the group otherwise.
+	// Interrupt delivers Ctrl-C: SIGINT to the terminal's foreground group
+	// in tty mode, to the process group otherwise.
 	Interrupt() error
 	// Alive reports whether any member of the group or escaped descendant
 	// is still alive; zombies do not count.
 	Alive() bool
-	// Write sends input to the terminal; it fails in pipe mode.
+	// Write sends input to the terminal; it fails in pipe mode. It may block
+	// while the terminal's input queue is full.
 	Write(p []byte) (int, error)
 	// CloseOutput unblocks a reader of Output for good.
 	CloseOutput() error

@@ -288,6 +288,9 @@ type Session struct {
 // ID returns the session id.
 func (s *Session) ID() string { return s.id }
 
+// maxPendingInput bounds terminal input waiting for a command to read it.
+const maxPendingInput = 64
+
 // MaxCommandBytes bounds a command's text: the parser's cost grows with
 // nesting, and no hand-written command comes near it.
 const MaxCommandBytes = 256 << 10
@@ -375,6 +378,7 @@ func (s *Session) Start(c Caller, p StartParams) (*Execution, error) {
 		ctx:       ctx,
 		cancel:    cancel,
 		started:   make(chan struct{}),
+		inputs:    make(chan inputReq, maxPendingInput),
 		done:      make(chan struct{}),
 		retired:   make(chan struct{}),
 		facts: Facts{
@@ -430,7 +434,7 @@ func (s *Session) AwaitStart(ctx context.Context, e *Execution, yield *time.Dura
 
 // Observe answers exec/observe. Input is written first; a waiting
 // observation replies later from a session goroutine.
-func (s *Session) Observe(ctx context.Context, c Caller, id, chars string, wait time.Duration, maxChars int, reply func(Observation)) error {
+func (s *Session) Observe(ctx context.Context, c Caller, id, chars string, wait time.Duration, maxChars int, reply func(Observation, error)) error {
 	e, err := s.lookup(c, id)
 	if err != nil {
 		return err
@@ -442,22 +446,40 @@ func (s *Session) Observe(ctx context.Context, c Caller, id, chars string, wait 
 	} else {
 		wait = 0
 	}
+	var written <-chan error
 	if chars != "" {
-		if err := e.input(chars); err != nil {
+		if written, err = e.input(chars); err != nil {
 			if wait > 0 {
 				e.endWait()
 			}
 			return err
 		}
 	}
-	if wait == 0 {
-		reply(e.observe(ctx, "", 0, maxChars))
+	if wait == 0 && written == nil {
+		reply(e.observe(ctx, 0, maxChars), nil)
 		return nil
 	}
 	s.Go(func() {
-		o := e.observe(ctx, "", wait, maxChars)
-		e.endWait() // before the reply, so the caller's next wait is welcome
-		reply(o)
+		if written != nil {
+			var werr error
+			select {
+			case werr = <-written:
+			case <-ctx.Done():
+				werr = fault.New(fault.Refused, "the request was cancelled while its input waited for execution %s to read it", id)
+			}
+			if werr != nil {
+				if wait > 0 {
+					e.endWait()
+				}
+				reply(Observation{}, werr)
+				return
+			}
+		}
+		o := e.observe(ctx, wait, maxChars)
+		if wait > 0 {
+			e.endWait() // before the reply, so the caller's next wait is welcome
+		}
+		reply(o, nil)
 	})
 	return nil
 }
@@ -477,7 +499,8 @@ func (s *Session) Stop(c Caller, id string, maxChars int, reply func(Observation
 	return nil
 }
 
-// Interrupt sends Ctrl-C and returns fresh facts.
+// Interrupt sends Ctrl-C (a signal, never queued behind input) and returns
+// fresh facts.
 func (s *Session) Interrupt(c Caller, id string) (Facts, error) {
 	e, err := s.lookup(c, id)
 	if err != nil {

@@ -342,7 +342,13 @@ func (s *Server) execObserve(req *jsonrpc2.Request, r *reply) {
 	}
 	ctx := s.cancellable(req.ID)
 	err = sess.Observe(ctx, c, p.ExecutionID, p.Chars, time.Duration(p.WaitMs)*time.Millisecond, p.MaxOutputChars,
-		func(o execution.Observation) { r.ok(o) })
+		func(o execution.Observation, err error) {
+			if err != nil {
+				r.fail(err)
+				return
+			}
+			r.ok(o)
+		})
 	if err != nil {
 		r.fail(err)
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -576,3 +577,41 @@ func TestYieldedImmuneToCancel(t *testing.T) {
 
 func itoa(n int) string     { return strconv.Itoa(n) }
 func itoa64(n int64) string { return strconv.FormatInt(n, 10) }
+
+func TestUnreadTerminalInputNeverBlocksRequests(t *testing.T) {
+	c := startRaw(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	c.sendFrame(`{"jsonrpc":"2.0","id":1,"method":"session/open","params":{"sessionId":"a","stateDir":"` + dir + `"}}`)
+	if m := c.next(); m.Error != nil {
+		t.Fatalf("open: %+v", m.Error)
+	}
+	c.sendFrame(`{"jsonrpc":"2.0","id":2,"method":"exec/start","params":{"sessionId":"a","command":"sleep 1000","yieldMs":0,"tty":true,"env":{"MEVEDEL_E2E":"1"},"cwd":"/"}}`)
+	m := c.next()
+	var o obs
+	if err := json.Unmarshal(m.Result, &o); err != nil || o.Facts.State != execution.Running {
+		t.Fatalf("start: %s %+v", m.Result, m.Error)
+	}
+	id := o.Facts.ExecutionID
+	// Far more than a terminal's input queue holds, to a command that
+	// never reads: the write waits, the helper does not.
+	flood := strings.Repeat("x\\n", 100000)
+	c.sendFrame(`{"jsonrpc":"2.0","id":3,"method":"exec/observe","params":{"sessionId":"a","executionId":"` + id + `","chars":"` + flood + `"}}`)
+	c.sendFrame(`{"jsonrpc":"2.0","id":4,"method":"exec/list","params":{"sessionId":"a"}}`)
+	if m := c.next(); string(m.ID) != "4" {
+		t.Fatalf("a request behind pending input got no answer first: id %s %s", m.ID, m.Result)
+	}
+	// Ctrl-C is a signal, not queued behind the input.
+	c.sendFrame(`{"jsonrpc":"2.0","id":5,"method":"exec/interrupt","params":{"sessionId":"a","executionId":"` + id + `"}}`)
+	replies := map[string]rawMsg{}
+	for len(replies) < 2 {
+		m := c.next()
+		replies[string(m.ID)] = m
+	}
+	if replies["5"].Error != nil {
+		t.Fatalf("interrupt: %+v", replies["5"].Error)
+	}
+	// The pending input ends with a clear error once the command is gone.
+	if e := replies["3"].Error; e == nil || e.Code != -32003 || !strings.Contains(e.Message, "before it read the input") {
+		t.Fatalf("pending input: %s %+v", replies["3"].Result, e)
+	}
+}
