@@ -615,3 +615,27 @@ func TestUnreadTerminalInputNeverBlocksRequests(t *testing.T) {
 		t.Fatalf("pending input: %s %+v", replies["3"].Result, e)
 	}
 }
+
+func TestShellExitAtYieldIsForeground(t *testing.T) {
+	h := startHelper(t)
+	s := h.open(map[string]any{"graceMs": 1500})
+	// The shell exits at once, but a descendant that ignores TERM keeps the
+	// execution unsettled past the yield deadline: the shell had exited when
+	// the timer fired, so the reply is the foreground completion, never a
+	// handle to something already over.
+	script := filepath.Join(t.TempDir(), "exit.sh")
+	body := "setsid bash -c 'trap \"\" TERM; echo \"pid $$\"; exec sleep 1000' &\nwhile ! grep -q pid out.txt 2>/dev/null; do :; done\nexit 0\n"
+	body = strings.Replace(body, "echo \"pid $$\"", "echo \"pid $$\" > out.txt", 1)
+	if err := os.WriteFile(script, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := s.mustStart("bash "+script, map[string]any{"yieldMs": 200})
+	f := o.Facts
+	if !o.Final || f.Yielded || f.Termination != execution.Exited || f.ExitCode == nil || *f.ExitCode != 0 {
+		t.Fatalf("want a foreground completion, got %+v", o)
+	}
+	b, _ := os.ReadFile(filepath.Join(h.home, "out.txt"))
+	if pids := pidsIn(string(b)); len(pids) != 1 || alive(pids[0]) {
+		t.Fatalf("descendant %v survived", pids)
+	}
+}
