@@ -382,28 +382,31 @@ func (e *Execution) awaitStart(ctx context.Context, yield *time.Duration, maxCha
 		deadline = t.C
 	}
 	cancelled := ctx.Done()
+	var starting <-chan struct{} // set while an admitted command is spawning
+	aborted := false
 	for {
 		select {
 		case <-e.done:
 			return e.finalObservation(maxChars)
+		case <-cancelled:
+			// Before the yield, a cancelled request aborts the command;
+			// the reply is its final observation.
+			cancelled, aborted = nil, true
+			e.cancel(&stopCause{term: Aborted, reason: "the start request was cancelled before the command yielded"})
 		case <-deadline:
 			deadline = nil
 			if e.admittedNotStarted() {
-				// Admitted but still spawning: yield once it runs.
-				select {
-				case <-e.started:
-				case <-e.done:
-				case <-cancelled:
-					e.cancel(&stopCause{term: Aborted, reason: "the start request was cancelled before the command yielded"})
-					cancelled = nil
-				}
+				starting = e.started // yield once it runs
+				continue
 			}
-			if e.yield() {
+			if !aborted && e.yield() {
 				return e.liveObservation(maxChars)
 			}
-		case <-cancelled:
-			cancelled = nil
-			e.cancel(&stopCause{term: Aborted, reason: "the start request was cancelled before the command yielded"})
+		case <-starting:
+			starting = nil
+			if !aborted && e.yield() {
+				return e.liveObservation(maxChars)
+			}
 		}
 	}
 }

@@ -31,11 +31,13 @@ type loginEnv struct {
 	bash    string
 	base    []string // the helper's own environment, the capture's input
 	timeout time.Duration
+	life    context.Context // the session's; its end stops a capture
+	wg      sync.WaitGroup  // the capture goroutine
 
 	mu        sync.Mutex
-	vars      []string  // guarded by mu; the last capture
-	signature string    // guarded by mu; profile files as seen by that capture
-	capturing chan bool // guarded by mu; non-nil while a capture runs
+	vars      []string      // guarded by mu; the last capture
+	signature string        // guarded by mu; profile files as seen by that capture
+	capturing chan struct{} // guarded by mu; non-nil while a capture runs
 }
 
 // dropped are variables a login shell sets for itself, not for children.
@@ -45,8 +47,8 @@ var dropped = map[string]bool{"_": true, "SHLVL": true, "PWD": true, "OLDPWD": t
 // used then.
 const captureTimeout = 15 * time.Second
 
-func newLoginEnv(bash string) *loginEnv {
-	return &loginEnv{bash: bash, base: os.Environ(), timeout: captureTimeout}
+func newLoginEnv(life context.Context, bash string) *loginEnv {
+	return &loginEnv{bash: bash, base: os.Environ(), timeout: captureTimeout, life: life}
 }
 
 // profileFiles are the files bash reads as a login shell, plus the rc files
@@ -81,7 +83,8 @@ func (l *loginEnv) currentSignature() string {
 }
 
 // Get returns the login environment, capturing it first when there is none
-// yet or a profile file changed. Concurrent callers share one capture.
+// yet or a profile file changed. Concurrent callers share one capture; a
+// caller whose ctx ends stops waiting and gets the best environment known.
 func (l *loginEnv) Get(ctx context.Context) []string {
 	for {
 		sig := l.currentSignature()
@@ -91,31 +94,40 @@ func (l *loginEnv) Get(ctx context.Context) []string {
 			l.mu.Unlock()
 			return vars
 		}
-		if ch := l.capturing; ch != nil {
-			l.mu.Unlock()
-			select {
-			case <-ch:
-				continue
-			case <-ctx.Done():
-				return l.fallback()
-			}
+		ch := l.capturing
+		if ch == nil && l.life.Err() == nil {
+			ch = make(chan struct{})
+			l.capturing = ch
+			l.wg.Add(1)
+			go l.run(sig, ch)
 		}
-		ch := make(chan bool)
-		l.capturing = ch
 		l.mu.Unlock()
-
-		vars, err := l.capture()
-		if err != nil {
-			logf("execution: capturing the login environment: %v; using the helper's own environment", err)
-			vars = l.base
+		if ch == nil {
+			return l.fallback()
 		}
-		l.mu.Lock()
-		l.vars, l.signature, l.capturing = vars, sig, nil
-		l.mu.Unlock()
-		close(ch)
-		return vars
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return l.fallback()
+		}
 	}
 }
+
+func (l *loginEnv) run(sig string, done chan struct{}) {
+	defer l.wg.Done()
+	vars, err := l.capture()
+	if err != nil {
+		logf("execution: capturing the login environment: %v; using the helper's own environment", err)
+		vars = l.base
+	}
+	l.mu.Lock()
+	l.vars, l.signature, l.capturing = vars, sig, nil
+	l.mu.Unlock()
+	close(done)
+}
+
+// wait waits for a capture in progress (the session's end stops it).
+func (l *loginEnv) wait() { l.wg.Wait() }
 
 func (l *loginEnv) fallback() []string {
 	l.mu.Lock()
@@ -172,15 +184,9 @@ func (l *loginEnv) capture() ([]string, error) {
 	select {
 	case werr = <-waited:
 	case <-timer.C:
-		// TERM first: a profile killed mid-way may leave locks behind.
-		_ = unix.Kill(-pid, unix.SIGTERM)
-		select {
-		case werr = <-waited:
-		case <-time.After(2 * time.Second):
-			_ = unix.Kill(-pid, unix.SIGKILL)
-			werr = <-waited
-		}
-		werr = fmt.Errorf("login shell did not finish within %v (%v)", l.timeout, werr)
+		werr = fmt.Errorf("login shell did not finish within %v (%v)", l.timeout, stopGroup(pid, waited))
+	case <-l.life.Done():
+		werr = fmt.Errorf("session ended during the capture (%v)", stopGroup(pid, waited))
 	}
 	// Anything the profile left running (an agent, a daemon) goes too.
 	killTagged(pid, tag)
@@ -193,6 +199,19 @@ func (l *loginEnv) capture() ([]string, error) {
 		return nil, res.err
 	}
 	return parseEnv0(res.data), nil
+}
+
+// stopGroup ends a login shell politely (a profile killed mid-way may leave
+// locks behind), then for good, and returns its wait error.
+func stopGroup(pid int, waited <-chan error) error {
+	_ = unix.Kill(-pid, unix.SIGTERM)
+	select {
+	case err := <-waited:
+		return err
+	case <-time.After(2 * time.Second):
+		_ = unix.Kill(-pid, unix.SIGKILL)
+		return <-waited
+	}
 }
 
 // killTagged kills what remains of a group or tag, without waiting.

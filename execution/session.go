@@ -153,24 +153,22 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 	if err != nil {
 		return SessionInfo{}, err
 	}
+	life, endLife := context.WithCancel(context.Background())
 	s := &Session{
 		m:        m,
+		endLife:  endLife,
 		id:       id,
 		stateDir: stateDir,
-		prefix:   randomLetters(5),
+		prefix:   freshPrefix(stateDir),
 		limits:   limits.withDefaults(),
 		lock:     lock,
-		env:      newLoginEnv(m.bash),
+		env:      newLoginEnv(life, m.bash),
 		runner:   m.runner,
 		execs:    map[string]*Execution{},
 	}
 	m.sessions[id] = s
 	// Warm the login environment now, so the first command need not wait.
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.env.Get(context.Background())
-	}()
+	s.Go(func() { s.env.Get(life) })
 	return SessionInfo{SessionID: id, StateDir: stateDir, IDPrefix: s.prefix, Recovered: []Facts{}}, nil
 }
 
@@ -205,7 +203,10 @@ func lockStateDir(dir string) (*os.File, error) {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		holder, _ := os.ReadFile(path)
 		f.Close()
-		return nil, fault.New(fault.Conflict, "state directory %s is held by another helper (pid %s)", dir, strings.TrimSpace(string(holder)))
+		if err == unix.EWOULDBLOCK {
+			return nil, fault.New(fault.Conflict, "state directory %s is held by another helper (pid %s)", dir, strings.TrimSpace(string(holder)))
+		}
+		return nil, fault.New(fault.IO, "locking %s: %w", path, err)
 	}
 	_ = f.Chmod(0o600)
 	_ = f.Truncate(0)
@@ -227,10 +228,10 @@ func (m *Manager) Session(id string) (*Session, error) {
 	return s, nil
 }
 
-// Close ends a session: every live execution is stopped (session-ended)
-// and the state directory is released; spools stay. It blocks until the
-// executions have settled.
-func (m *Manager) Close(id string) (int, error) {
+// Detach takes a session out of service at once: later requests find no
+// such session, and every live execution is told to stop (session-ended).
+// Wait then waits for the end of it all.
+func (m *Manager) Detach(id string) (*Session, error) {
 	m.mu.Lock()
 	s, ok := m.sessions[id]
 	if ok {
@@ -238,15 +239,27 @@ func (m *Manager) Close(id string) (int, error) {
 	}
 	m.mu.Unlock()
 	if !ok {
-		return 0, fault.New(fault.NotFound, "no open session %q", id)
+		return nil, fault.New(fault.NotFound, "no open session %q", id)
 	}
-	s.close()
+	s.beginClose()
+	return s, nil
+}
+
+// Close ends a session: every live execution is stopped (session-ended)
+// and the state directory is released; spools stay. It blocks until the
+// executions have settled.
+func (m *Manager) Close(id string) (int, error) {
+	s, err := m.Detach(id)
+	if err != nil {
+		return 0, err
+	}
+	s.Wait()
 	return 0, nil
 }
 
-// Shutdown closes every session and refuses new ones. It blocks until all
-// executions have settled.
-func (m *Manager) Shutdown() {
+// BeginShutdown refuses new sessions and detaches every open one; the
+// caller waits for them with Wait.
+func (m *Manager) BeginShutdown() []*Session {
 	m.mu.Lock()
 	m.down = true
 	sessions := make([]*Session, 0, len(m.sessions))
@@ -255,25 +268,29 @@ func (m *Manager) Shutdown() {
 		delete(m.sessions, id)
 	}
 	m.mu.Unlock()
-	var wg sync.WaitGroup
 	for _, s := range sessions {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.close()
-		}()
+		s.beginClose()
 	}
-	wg.Wait()
+	return sessions
+}
+
+// Shutdown closes every session and refuses new ones. It blocks until all
+// executions have settled.
+func (m *Manager) Shutdown() {
+	for _, s := range m.BeginShutdown() {
+		s.Wait()
+	}
 }
 
 // Session is one agent conversation's executions.
 type Session struct {
 	m        *Manager
-	id       string   // immutable
-	stateDir string   // immutable
-	prefix   string   // immutable; fresh per open
-	limits   Limits   // immutable
-	lock     *os.File // the state directory's flock; closed at close
+	id       string             // immutable
+	stateDir string             // immutable
+	prefix   string             // immutable; fresh per open
+	limits   Limits             // immutable
+	lock     *os.File           // the state directory's flock; closed at close
+	endLife  context.CancelFunc // stops a login-environment capture at close
 	env      *loginEnv
 	runner   Runner
 	sched    scheduler
@@ -465,7 +482,7 @@ func (s *Session) Observe(ctx context.Context, c Caller, id, chars string, wait 
 			select {
 			case werr = <-written:
 			case <-ctx.Done():
-				werr = fault.New(fault.Refused, "the request was cancelled while its input waited for execution %s to read it", id)
+				werr = fault.New(fault.Refused, "the request was cancelled while its input waited for execution %s to read it; the input stays queued", id)
 			}
 			if werr != nil {
 				if wait > 0 {
@@ -551,17 +568,19 @@ func (s *Session) Live() []Facts {
 	return out
 }
 
-// StopAll stops every live execution (of owner, when given, with
-// termination owner-stopped) and replies with the count once they settled.
-func (s *Session) StopAll(owner string, reply func(int)) {
-	term, reason := Stopped, "stopped with every execution of the session"
-	if owner != "" {
-		term, reason = OwnerStopped, "every execution of owner "+owner+" was stopped"
+// StopAll stops live executions and replies with the count once they
+// settled: under user authority without an owner, every one (termination
+// stopped); otherwise the owner's own (termination owner-stopped).
+func (s *Session) StopAll(c Caller, reply func(int)) {
+	all := c.User && c.Owner == ""
+	term, reason := OwnerStopped, "every execution of owner "+c.owner()+" was stopped"
+	if all {
+		term, reason = Stopped, "every execution of the session was stopped"
 	}
 	s.mu.Lock()
 	var targets []*Execution
 	for _, e := range s.execs {
-		if !e.settledNow() && (owner == "" || e.facts.Owner == owner) {
+		if !e.settledNow() && (all || e.facts.Owner == c.owner()) {
 			targets = append(targets, e)
 		}
 	}
@@ -577,19 +596,27 @@ func (s *Session) StopAll(owner string, reply func(int)) {
 	})
 }
 
-// close stops every live execution (session-ended), waits for everything
-// the session runs, and releases the state directory.
-func (s *Session) close() {
+// beginClose marks the session closing, stops every live execution
+// (session-ended) and any login-environment capture. It does not block.
+func (s *Session) beginClose() {
 	s.mu.Lock()
 	s.closing = true
+	for _, e := range s.execs {
+		e.cancel(&stopCause{term: SessionEnded, reason: "the session was closed"})
+	}
+	s.mu.Unlock()
+	s.endLife()
+}
+
+// Wait waits for everything the session runs after beginClose, then
+// releases the state directory.
+func (s *Session) Wait() {
+	s.mu.Lock()
 	targets := make([]*Execution, 0, len(s.execs))
 	for _, e := range s.execs {
 		targets = append(targets, e)
 	}
 	s.mu.Unlock()
-	for _, e := range targets {
-		e.cancel(&stopCause{term: SessionEnded, reason: "the session was closed"})
-	}
 	for _, e := range targets {
 		<-e.done
 	}
@@ -600,6 +627,7 @@ func (s *Session) close() {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.env.wait()
 	_ = s.lock.Close()
 }
 
@@ -627,6 +655,17 @@ func (s *Session) settled(e *Execution, f Facts) {
 
 func (s *Session) changed() {
 	s.m.events.Changed(s)
+}
+
+// freshPrefix draws an id prefix that no spool in stateDir uses yet, so a
+// reopened session never reuses an id.
+func freshPrefix(stateDir string) string {
+	for {
+		p := randomLetters(5)
+		if m, _ := filepath.Glob(filepath.Join(stateDir, "executions", "exec-"+p+"-*")); len(m) == 0 {
+			return p
+		}
+	}
 }
 
 const idAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"

@@ -121,8 +121,10 @@ type ExecListResult struct {
 	Executions []execution.Facts `json:"executions"`
 }
 
-// ExecStopAllParams stops every live execution of the session (user
-// authority); with Owner, only that owner's, as owner-stopped.
+// ExecStopAllParams stops live executions: with As "user" and no Owner,
+// every one of the session (termination stopped); otherwise only Owner's
+// (default "/root"; termination owner-stopped). Under model authority an
+// owner can stop only its own.
 type ExecStopAllParams struct {
 	SessionID string `json:"sessionId"`
 	Owner     string `json:"owner,omitempty"`

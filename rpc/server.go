@@ -59,7 +59,7 @@ func Serve(r io.Reader, w io.Writer, logger *log.Logger) {
 	conn := jsonrpc2.NewConn(context.Background(), NewStream(r, w, nil, logger), s, jsonrpc2.SetLogger(logger))
 	s.conn.Store(conn)
 	<-conn.DisconnectNotify()
-	s.shutdown()
+	s.beginShutdown()()
 	s.wg.Wait()
 	s.fwd.close()
 }
@@ -75,18 +75,24 @@ func newInstanceID() string {
 	return string(out)
 }
 
-// shutdown ends every session once; later calls wait for the first.
-func (s *Server) shutdown() {
+// beginShutdown stops taking requests and detaches every session at once,
+// so nothing behind the shutdown request is served; the returned function
+// waits until everything has ended (every caller waits for the first).
+func (s *Server) beginShutdown() (wait func()) {
 	s.mu.Lock()
-	if s.down {
-		s.mu.Unlock()
-		<-s.downDone
-		return
-	}
+	first := !s.down
 	s.down = true
 	s.mu.Unlock()
-	s.mgr.Shutdown()
-	close(s.downDone)
+	if !first {
+		return func() { <-s.downDone }
+	}
+	sessions := s.mgr.BeginShutdown()
+	return func() {
+		for _, sess := range sessions {
+			sess.Wait()
+		}
+		close(s.downDone)
+	}
 }
 
 // reply answers one request exactly once.
@@ -127,6 +133,10 @@ func (s *Server) cancellable(id jsonrpc2.ID) context.Context {
 	s.mu.Unlock()
 	return ctx
 }
+
+// maxWaitMs caps waits so a huge value cannot overflow a duration: a
+// year, as good as forever.
+const maxWaitMs = 365 * 24 * 3600 * 1000
 
 var errCancelled = errors.New("request cancelled by the client")
 
@@ -235,8 +245,9 @@ func (s *Server) initialize(req *jsonrpc2.Request, r *reply) {
 }
 
 func (s *Server) shutdownRequest(req *jsonrpc2.Request, r *reply) {
+	wait := s.beginShutdown()
 	s.goOwned(func() {
-		s.shutdown()
+		wait()
 		r.ok(Empty{})
 	})
 }
@@ -270,17 +281,18 @@ func (s *Server) sessionClose(req *jsonrpc2.Request, r *reply) {
 		r.fail(err)
 		return
 	}
-	if _, err := s.session(p.SessionID); err != nil {
+	if p.SessionID == "" {
+		r.fail(fault.New(fault.InvalidParams, "sessionId is required"))
+		return
+	}
+	sess, err := s.mgr.Detach(p.SessionID)
+	if err != nil {
 		r.fail(err)
 		return
 	}
 	s.goOwned(func() {
-		n, err := s.mgr.Close(p.SessionID)
-		if err != nil {
-			r.fail(err)
-			return
-		}
-		r.ok(SessionCloseResult{Discarded: n})
+		sess.Wait()
+		r.ok(SessionCloseResult{Discarded: 0})
 	})
 }
 
@@ -301,8 +313,10 @@ func (s *Server) execStart(req *jsonrpc2.Request, r *reply) {
 			r.fail(fault.New(fault.InvalidParams, "yieldMs must not be negative"))
 			return
 		}
-		d := time.Duration(*p.YieldMs) * time.Millisecond
-		yield = &d
+		if *p.YieldMs <= maxWaitMs { // beyond that, as good as waiting for the end
+			d := time.Duration(*p.YieldMs) * time.Millisecond
+			yield = &d
+		}
 	}
 	sess, err := s.session(p.SessionID)
 	if err != nil {
@@ -341,7 +355,7 @@ func (s *Server) execObserve(req *jsonrpc2.Request, r *reply) {
 		return
 	}
 	ctx := s.cancellable(req.ID)
-	err = sess.Observe(ctx, c, p.ExecutionID, p.Chars, time.Duration(p.WaitMs)*time.Millisecond, p.MaxOutputChars,
+	err = sess.Observe(ctx, c, p.ExecutionID, p.Chars, time.Duration(min(p.WaitMs, maxWaitMs))*time.Millisecond, p.MaxOutputChars,
 		func(o execution.Observation, err error) {
 			if err != nil {
 				r.fail(err)
@@ -424,8 +438,9 @@ func (s *Server) execStopAll(req *jsonrpc2.Request, r *reply) {
 		r.fail(err)
 		return
 	}
-	if p.As != "" && p.As != "user" {
-		r.fail(fault.New(fault.InvalidParams, `as must be "user" or absent, got %q`, p.As))
+	c, err := caller(Authority{Owner: p.Owner, As: p.As})
+	if err != nil {
+		r.fail(err)
 		return
 	}
 	sess, err := s.session(p.SessionID)
@@ -433,7 +448,7 @@ func (s *Server) execStopAll(req *jsonrpc2.Request, r *reply) {
 		r.fail(err)
 		return
 	}
-	sess.StopAll(p.Owner, func(n int) { r.ok(ExecStopAllResult{Stopped: n}) })
+	sess.StopAll(c, func(n int) { r.ok(ExecStopAllResult{Stopped: n}) })
 }
 
 func (s *Server) execAnalyze(req *jsonrpc2.Request, r *reply) {

@@ -186,8 +186,9 @@ func validID(raw json.RawMessage) bool {
 	case 'n':
 		return false // jsonrpc2 cannot answer a null id distinctly
 	default:
-		_, err := strconv.ParseUint(string(raw), 10, 64)
-		return err == nil
+		// jsonrpc2 reads numeric ids as int64.
+		n, err := strconv.ParseInt(string(raw), 10, 64)
+		return err == nil && n >= 0
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"log"
 	"net"
 	"os"
+	"syscall"
 
 	"github.com/mevedel/mevedel-exec/execution"
 	"github.com/mevedel/mevedel-exec/rpc"
@@ -61,17 +62,23 @@ func serve(args []string) int {
 		rpc.Serve(os.Stdin, os.Stdout, logger)
 		return 0
 	}
-	_ = os.Remove(*listen)
+	// Replace a stale socket, never anything else.
+	if fi, err := os.Lstat(*listen); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			logger.Printf("%s exists and is not a socket", *listen)
+			return 1
+		}
+		_ = os.Remove(*listen)
+	}
+	// The socket is private from its creation, not after a chmod.
+	old := syscall.Umask(0o177)
 	l, err := net.Listen("unix", *listen)
+	syscall.Umask(old)
 	if err != nil {
 		logger.Print(err)
 		return 1
 	}
 	defer os.Remove(*listen)
-	if err := os.Chmod(*listen, 0o600); err != nil {
-		logger.Print(err)
-		return 1
-	}
 	c, err := l.Accept()
 	l.Close()
 	if err != nil {

@@ -122,6 +122,7 @@ func TestStopAll(t *testing.T) {
 	w := s.mustStart("sleep 1000", map[string]any{"yieldMs": 0, "owner": "/root/worker"})
 	r := s.mustStart("sleep 1001", map[string]any{"yieldMs": 0})
 	var res struct{ Stopped int }
+	// An owner stops its own executions only.
 	h.mustCall("exec/stopAll", map[string]any{"sessionId": s.id, "owner": "/root/worker"}, &res)
 	if res.Stopped != 1 {
 		t.Fatalf("stopAll of one owner: %+v", res)
@@ -129,11 +130,18 @@ func TestStopAll(t *testing.T) {
 	if o := s.mustObserve(w.Facts.ExecutionID, map[string]any{"as": "user"}); o.Facts.Termination != execution.OwnerStopped {
 		t.Fatalf("owner stop: %+v", o.Facts)
 	}
-	h.mustCall("exec/stopAll", map[string]any{"sessionId": s.id}, &res)
-	if res.Stopped != 1 {
+	if o := s.mustObserve(r.Facts.ExecutionID, nil); o.Facts.State != execution.Running {
+		t.Fatalf("another owner's execution was stopped: %+v", o.Facts)
+	}
+	x := s.mustStart("sleep 1002", map[string]any{"yieldMs": 0, "owner": "/root/worker"})
+	// The user stops everything.
+	h.mustCall("exec/stopAll", map[string]any{"sessionId": s.id, "as": "user"}, &res)
+	if res.Stopped != 2 {
 		t.Fatalf("stopAll: %+v", res)
 	}
-	if o := s.mustObserve(r.Facts.ExecutionID, nil); o.Facts.Termination != execution.Stopped {
-		t.Fatalf("stop all: %+v", o.Facts)
+	for _, id := range []string{r.Facts.ExecutionID, x.Facts.ExecutionID} {
+		if o := s.mustObserve(id, map[string]any{"as": "user"}); o.Facts.Termination != execution.Stopped {
+			t.Fatalf("stop all: %+v", o.Facts)
+		}
 	}
 }

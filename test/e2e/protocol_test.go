@@ -230,9 +230,23 @@ func TestEveryRequestGetsExactlyOneReply(t *testing.T) {
 		c.sendFrame(b)
 	}
 	replies := map[string]int{}
+	msgs := map[string]rawMsg{}
 	for i := 0; i < 13; i++ {
 		m := c.next()
 		replies[string(m.ID)]++
+		msgs[string(m.ID)] = m
+	}
+	// Close and shutdown take effect at once for what follows them.
+	if e := msgs["11"].Error; e == nil || e.Code != -32001 {
+		t.Errorf("second session/close: %+v", e)
+	}
+	if e := msgs["13"].Error; e == nil || e.Code != -32005 {
+		t.Errorf("request after shutdown: %+v", e)
+	}
+	// The cancelled start races the stopAll behind it: either ends it, and
+	// its one reply is the final observation.
+	if e := msgs["7"]; e.Error != nil || !strings.Contains(string(e.Result), `"status":"stopped"`) || !strings.Contains(string(e.Result), `"final":true`) {
+		t.Errorf("cancelled start: %s %+v", e.Result, e.Error)
 	}
 	c.in.Close()
 	// After EOF nothing more may arrive: read to the end.
