@@ -26,13 +26,14 @@ func (c *stopCause) Error() string { return string(c.term) + ": " + c.reason }
 
 // Tuning of the settle path.
 const (
-	probeInterval = 5 * time.Millisecond  // first wait between liveness probes
-	probeMax      = 50 * time.Millisecond // longest wait between probes
-	drainTimeout  = 2 * time.Second       // output EOF after every tracked writer is gone
-	progressFirst = 2 * time.Second
-	progressEvery = 250 * time.Millisecond
-	progressChars = 2000
-	changedEvery  = time.Second // exec/changed for output growth, at most
+	probeInterval  = 5 * time.Millisecond  // first wait between liveness probes
+	probeMax       = 50 * time.Millisecond // longest wait between probes
+	drainTimeout   = 2 * time.Second       // output EOF after every tracked writer is gone
+	unkillableWait = 30 * time.Second      // after SIGKILL, before settling anyway
+	progressFirst  = 2 * time.Second
+	progressEvery  = 250 * time.Millisecond
+	progressChars  = 2000
+	changedEvery   = time.Second // exec/changed for output growth, at most
 )
 
 // Execution is one managed command. Everything a caller sees of it is a
@@ -211,11 +212,19 @@ wait:
 		kill = time.After(e.grace)
 	}
 	interval := probeInterval
+	var giveUp <-chan time.Time
+probe:
 	for proc.Alive() {
 		select {
 		case <-kill:
 			kill = nil
 			_ = proc.Signal(unix.SIGKILL)
+			giveUp = time.After(unkillableWait)
+		case <-giveUp:
+			// Only a process stuck in the kernel survives SIGKILL this
+			// long; settling beats hanging, and the log says why.
+			logf("execution %s: processes still alive %v after SIGKILL; settling without them", e.id, unkillableWait)
+			break probe
 		case <-time.After(interval):
 		}
 		interval = min(2*interval, probeMax)
