@@ -85,6 +85,8 @@ func (l *Local) Start(spec Spec) (Process, error) {
 		p.out = pr
 	}
 	p.pid = cmd.Process.Pid
+	// Descendants start no earlier than the shell; 0 if it already left.
+	p.start, _ = StartTime(p.pid)
 	return p, nil
 }
 
@@ -107,11 +109,12 @@ func pollable(f *os.File) (*os.File, error) {
 }
 
 type localProcess struct {
-	cmd *exec.Cmd
-	pid int      // immutable once set
-	tag string   // immutable
-	tty bool     // immutable
-	out *os.File // pipe read end or pty master
+	cmd   *exec.Cmd
+	pid   int      // immutable once set
+	tag   string   // immutable
+	tty   bool     // immutable
+	start uint64   // immutable; the shell's start time, clock ticks
+	out   *os.File // pipe read end or pty master
 
 	mu     sync.Mutex
 	exited bool // guarded by mu; Wait has returned
@@ -155,7 +158,7 @@ func (p *localProcess) Exited() bool {
 
 func (p *localProcess) Signal(sig syscall.Signal) error {
 	_ = unix.Kill(-p.pid, sig)
-	for _, m := range members(p.pid, p.tag) {
+	for _, m := range members(p.pid, p.tag, p.start) {
 		_ = unix.Kill(m.pid, sig)
 		if sig == unix.SIGTERM {
 			// A stopped process acts on TERM only once continued.
@@ -181,7 +184,15 @@ func (p *localProcess) Interrupt() error {
 	return unix.Kill(-p.pid, unix.SIGINT)
 }
 
-func (p *localProcess) Alive() bool { return len(members(p.pid, p.tag)) > 0 }
+func (p *localProcess) Alive() bool {
+	p.mu.Lock()
+	exited := p.exited
+	p.mu.Unlock()
+	if exited && noneLeft(p.pid) {
+		return false // the common end: no scan of /proc
+	}
+	return len(members(p.pid, p.tag, p.start)) > 0
+}
 
 func (p *localProcess) Write(b []byte) (int, error) {
 	if !p.tty {

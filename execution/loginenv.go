@@ -217,7 +217,7 @@ func stopGroup(pid int, waited <-chan error) error {
 // killTagged kills what remains of a group or tag, without waiting.
 func killTagged(pgid int, tag string) {
 	_ = unix.Kill(-pgid, unix.SIGKILL)
-	for _, m := range members(pgid, tag) {
+	for _, m := range members(pgid, tag, 0) {
 		_ = unix.Kill(m.pid, unix.SIGKILL)
 	}
 }

@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"os"
 	"strconv"
-	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // procInfo is what /proc/PID/stat says of one process.
@@ -14,26 +15,66 @@ type procInfo struct {
 	start           uint64 // start time in clock ticks since boot
 }
 
+// readProcFile reads a small /proc file into buf with three system calls
+// (os.ReadFile costs more, and scans read hundreds of these).
+func readProcFile(path string, buf []byte) ([]byte, bool) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, false
+	}
+	defer unix.Close(fd)
+	n := 0
+	for n < len(buf) {
+		m, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, false
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	return buf[:n], true
+}
+
 // readStat parses /proc/PID/stat. The command name may contain spaces and
 // parentheses, so fields are counted from the last ')'.
 func readStat(pid int) (procInfo, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	var buf [1024]byte
+	return parseStat(pid, buf[:])
+}
+
+func parseStat(pid int, buf []byte) (procInfo, bool) {
+	b, ok := readProcFile("/proc/"+strconv.Itoa(pid)+"/stat", buf)
+	if !ok {
 		return procInfo{}, false
 	}
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 || i+2 >= len(b) {
 		return procInfo{}, false
 	}
-	f := strings.Fields(string(b[i+2:]))
-	// f[0]=state f[1]=ppid f[2]=pgrp ... f[19]=starttime
-	if len(f) < 20 {
+	// After the name: state ppid pgrp session tty_nr tpgid flags minflt
+	// cminflt majflt cmajflt utime stime cutime cstime priority nice
+	// num_threads itrealvalue starttime ...
+	var f [20][]byte
+	n := 0
+	for _, field := range bytes.Fields(b[i+2:]) {
+		if n == len(f) {
+			break
+		}
+		f[n] = field
+		n++
+	}
+	if n < 20 || len(f[0]) == 0 {
 		return procInfo{}, false
 	}
 	p := procInfo{pid: pid, state: f[0][0]}
-	p.ppid, _ = strconv.Atoi(f[1])
-	p.pgrp, _ = strconv.Atoi(f[2])
-	p.start, _ = strconv.ParseUint(f[19], 10, 64)
+	p.ppid, _ = strconv.Atoi(string(f[1]))
+	p.pgrp, _ = strconv.Atoi(string(f[2]))
+	p.start, _ = strconv.ParseUint(string(f[19]), 10, 64)
 	return p, true
 }
 
@@ -57,12 +98,13 @@ func processTable() []procInfo {
 	defer d.Close()
 	names, _ := d.Readdirnames(-1)
 	out := make([]procInfo, 0, len(names))
+	buf := make([]byte, 1024)
 	for _, n := range names {
 		pid, err := strconv.Atoi(n)
 		if err != nil {
 			continue
 		}
-		if p, ok := readStat(pid); ok {
+		if p, ok := parseStat(pid, buf); ok {
 			out = append(out, p)
 		}
 	}
@@ -71,17 +113,18 @@ func processTable() []procInfo {
 
 // hasEnv reports whether the initial environment of pid holds entry
 // (KEY=value) exactly.
-func hasEnv(pid int, entry string) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil {
+func hasEnv(pid int, entry string, buf []byte) bool {
+	b, ok := readProcFile("/proc/"+strconv.Itoa(pid)+"/environ", buf)
+	if !ok {
 		return false
 	}
+	want := []byte(entry)
 	for len(b) > 0 {
 		i := bytes.IndexByte(b, 0)
 		if i < 0 {
 			i = len(b)
 		}
-		if string(b[:i]) == entry {
+		if bytes.Equal(b[:i], want) {
 			return true
 		}
 		if i == len(b) {
@@ -97,20 +140,32 @@ func hasEnv(pid int, entry string) bool {
 // (which is how a descendant that left the group with setsid or a double
 // fork is traced back), and every descendant of those by parent links (which
 // catches a tagged process's children that replaced their environment).
-func members(pgid int, tag string) []procInfo {
+// Only processes started no earlier than notBefore (clock ticks since
+// boot; the shell's start) can carry the tag, so older ones are not read.
+func members(pgid int, tag string, notBefore uint64) []procInfo {
 	self := os.Getpid()
 	table := processTable()
 	children := make(map[int][]int, len(table))
 	byPid := make(map[int]procInfo, len(table))
 	var roots []int
+	var env []byte
 	for _, p := range table {
 		byPid[p.pid] = p
 		children[p.ppid] = append(children[p.ppid], p.pid)
 		if p.pid == self {
 			continue
 		}
-		if (pgid > 0 && p.pgrp == pgid) || (p.alive() && tag != "" && hasEnv(p.pid, tag)) {
+		if pgid > 0 && p.pgrp == pgid {
 			roots = append(roots, p.pid)
+			continue
+		}
+		if tag != "" && p.alive() && p.start >= notBefore {
+			if env == nil {
+				env = make([]byte, 256<<10)
+			}
+			if hasEnv(p.pid, tag, env) {
+				roots = append(roots, p.pid)
+			}
 		}
 	}
 	seen := make(map[int]bool)
@@ -128,4 +183,30 @@ func members(pgid int, tag string) []procInfo {
 		roots = append(roots, children[pid]...)
 	}
 	return out
+}
+
+// ownChildren lists this process's children from
+// /proc/self/task/*/children (each thread lists the children it forked).
+// ok is false when the kernel does not provide those files.
+func ownChildren() (pids []int, ok bool) {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil, false
+	}
+	buf := make([]byte, 4096)
+	for _, t := range tasks {
+		b, ok := readProcFile("/proc/self/task/"+t.Name()+"/children", buf)
+		if !ok {
+			if _, err := os.Stat("/proc/self/task/" + t.Name()); err != nil {
+				continue // the thread is gone
+			}
+			return nil, false
+		}
+		for _, f := range bytes.Fields(b) {
+			if pid, err := strconv.Atoi(string(f)); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids, true
 }

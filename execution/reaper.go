@@ -21,6 +21,7 @@ import (
 var reaper struct {
 	mu      sync.Mutex
 	started map[int]bool // guarded by mu; pids that os/exec will wait for
+	active  bool         // guarded by mu; this process is the subreaper
 }
 
 // spawn starts cmd and records it as a child that os/exec waits for. Call
@@ -51,6 +52,9 @@ func BecomeSubreaper(logger *log.Logger, stop <-chan struct{}) (wait func(), err
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return func() {}, err
 	}
+	reaper.mu.Lock()
+	reaper.active = true
+	reaper.mu.Unlock()
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGCHLD)
 	done := make(chan struct{})
@@ -70,18 +74,58 @@ func BecomeSubreaper(logger *log.Logger, stop <-chan struct{}) (wait func(), err
 	return func() { <-done }, nil
 }
 
-// reapOrphans collects the zombie children that os/exec is not waiting for.
+// reapOrphans collects the zombie children that os/exec is not waiting
+// for. It asks only about the helper's own children (wait4 with WNOHANG
+// on a live child is a no-op), and scans all of /proc only where the
+// kernel cannot list children.
 func reapOrphans(logger *log.Logger) {
-	self := os.Getpid()
 	reaper.mu.Lock()
 	defer reaper.mu.Unlock()
-	for _, p := range processTable() {
-		if p.ppid != self || p.state != 'Z' || reaper.started[p.pid] {
+	kids, ok := ownChildren()
+	if !ok {
+		self := os.Getpid()
+		for _, p := range processTable() {
+			if p.ppid == self && p.state == 'Z' {
+				kids = append(kids, p.pid)
+			}
+		}
+	}
+	for _, pid := range kids {
+		if reaper.started[pid] {
 			continue
 		}
 		var ws unix.WaitStatus
-		if _, err := unix.Wait4(p.pid, &ws, unix.WNOHANG, nil); err != nil && err != unix.ECHILD {
-			logger.Printf("execution: reaping adopted orphan %d: %v", p.pid, err)
+		if _, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); err != nil && err != unix.ECHILD {
+			logger.Printf("execution: reaping adopted orphan %d: %v", pid, err)
 		}
 	}
+}
+
+// noneLeft reports, cheaply, that nothing of an execution whose shell has
+// been reaped can still be alive: its group is empty, and the helper, as
+// subreaper, has no live adopted child. Every descendant that outlived the
+// shell is in the group or under such an adopted child (an orphan goes to
+// the nearest subreaper). False means "look closer", not "alive".
+func noneLeft(pgid int) bool {
+	if unix.Kill(-pgid, 0) != unix.ESRCH {
+		return false
+	}
+	reaper.mu.Lock()
+	defer reaper.mu.Unlock()
+	if !reaper.active {
+		return false
+	}
+	kids, ok := ownChildren()
+	if !ok {
+		return false
+	}
+	for _, pid := range kids {
+		if reaper.started[pid] {
+			continue
+		}
+		if p, ok := readStat(pid); ok && p.alive() {
+			return false
+		}
+	}
+	return true
 }

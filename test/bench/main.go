@@ -1,0 +1,812 @@
+// Command bench measures mevedel-exec against plain-shell baselines and
+// prints one table: each figure next to its baseline, the ratio, and the
+// target with PASS or MISS.
+//
+//	go run ./test/bench spool   (or: all)
+//
+// It builds the helper (without -race) into a temporary directory, starts
+// it with a private HOME and a minimal environment (PATH, HOME,
+// LANG=C.UTF-8), and measures:
+//
+//   - spool throughput: a 1 GiB producer through the helper against the
+//     same producer piped into `cat > FILE` (median of 3, interleaved);
+//   - the helper's peak RSS (VmHWM) after a 1 MiB and after a 1 GiB output,
+//     each in a fresh helper;
+//   - exec/start round trips for `true` against `bash -lc true`, with the
+//     private HOME and again with the real user's HOME (whose profile may
+//     be slow).
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/rpc"
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+const usage = `usage: go run ./test/bench BENCH
+
+BENCH is one of:
+  spool   spool throughput, helper RSS and exec/start latency
+  all     every benchmark (currently the same as spool)
+`
+
+const (
+	gib = 1 << 30
+	mib = 1 << 20
+
+	throughputRuns    = 3
+	spawnRuns         = 200 // with the private HOME
+	spawnRunsRealHome = 20  // with the real HOME, whose login shell may be slow
+
+	// Targets.
+	targetThroughputRatio = 0.8 // helper MB/s over cat MB/s, at least
+	targetRSSRatio        = 1.5 // 1 GiB peak RSS over 1 MiB peak RSS, at most
+	targetSpawnP50        = 10 * time.Millisecond
+
+	// callTimeout bounds every request; the 1 GiB runs take seconds.
+	callTimeout = 3 * time.Minute
+	// diskMargin is kept free on top of the 1 GiB a run writes.
+	diskMargin = 512 * mib
+	// noisySpread is the run-to-run spread of one side's times past which
+	// the throughput verdict is marked as noisy.
+	noisySpread = 0.25
+)
+
+func main() {
+	if len(os.Args) != 2 || (os.Args[1] != "spool" && os.Args[1] != "all") {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// row is one line of the result table.
+type row struct {
+	measure, helper, baseline, ratio, target, result string
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "MISS"
+}
+
+func run(ctx context.Context) error {
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "mevedel-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	// The protocol wants absolute paths; TMPDIR need not be one.
+	if work, err = filepath.Abs(work); err != nil {
+		return err
+	}
+
+	printMachine(work)
+
+	bin := filepath.Join(work, "mevedel-exec")
+	progress("building the helper (%s)", bin)
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/mevedel-exec")
+	build.Dir = root
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building the helper: %w", err)
+	}
+
+	b := &bench{bin: bin, work: work}
+	var rows []row
+	for _, step := range []func(context.Context) ([]row, error){b.throughput, b.rss, b.spawnPrivate, b.spawnRealHome} {
+		r, err := step(ctx)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r...)
+	}
+
+	fmt.Println()
+	fmt.Printf("Results (MB = 10^6 bytes, MiB = 2^20 bytes; load at the end %s)\n", loadAvg())
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "measure\thelper\tbaseline\tratio\ttarget\tresult")
+	fmt.Fprintln(tw, "-------\t------\t--------\t-----\t------\t------")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.measure, r.helper, r.baseline, r.ratio, r.target, r.result)
+	}
+	return tw.Flush()
+}
+
+// progress reports what is being done on stderr, so stdout holds the
+// figures only.
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+}
+
+// moduleRoot walks up from the working directory to the directory that
+// holds go.mod.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if fi, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil && !fi.IsDir() {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod in the working directory or above it; run from inside the module")
+		}
+		dir = parent
+	}
+}
+
+func printMachine(work string) {
+	kernel := "?"
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = strings.TrimSpace(string(b))
+	}
+	cpu := "?"
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	free := "?"
+	if n, err := freeBytes(work); err == nil {
+		free = fmt.Sprintf("%.1f GiB free", float64(n)/gib)
+	}
+	fmt.Println("mevedel-exec benchmark")
+	fmt.Printf("date:     %s\n", time.Now().Format(time.RFC3339))
+	fmt.Printf("nproc:    %d (%s)\n", runtime.NumCPU(), cpu)
+	fmt.Printf("go:       %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Printf("kernel:   %s\n", kernel)
+	fmt.Printf("temp dir: %s (%s)\n", work, free)
+	fmt.Printf("load:     %s (other work on the machine makes every figure noisier)\n", loadAvg())
+}
+
+// loadAvg returns the 1, 5 and 15 minute load averages.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func freeBytes(dir string) (uint64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), nil
+}
+
+// ensureRoom fails unless dir's filesystem can take one more 1 GiB file.
+func ensureRoom(dir string) error {
+	n, err := freeBytes(dir)
+	if err != nil {
+		return fmt.Errorf("checking free space in %s: %w", dir, err)
+	}
+	if n < gib+diskMargin {
+		return fmt.Errorf("only %.2f GiB free in %s; a run needs %.2f GiB", float64(n)/gib, dir, float64(gib+diskMargin)/gib)
+	}
+	return nil
+}
+
+// removeAndSync deletes a run's output and flushes what is left dirty, so
+// the next run does not pay for this one's writeback.
+func removeAndSync(path string) {
+	_ = os.Remove(path)
+	syscall.Sync()
+}
+
+// producer writes n zero bytes to stdout.
+func producer(n int64) string { return "head -c " + strconv.FormatInt(n, 10) + " /dev/zero" }
+
+// minimalEnv is the environment of the helper and of the baselines: the
+// user's profile is reached only through home.
+func minimalEnv(home string) []string {
+	return []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "LANG=C.UTF-8"}
+}
+
+type bench struct {
+	bin  string
+	work string
+}
+
+// newHome makes a private, empty HOME under the work directory.
+func (b *bench) newHome(name string) (string, error) {
+	return os.MkdirTemp(b.work, name+"-home-")
+}
+
+// withHelper starts a helper with HOME=home, opens one session with an
+// output limit of 2 GiB, runs f, and always shuts the helper down.
+func (b *bench) withHelper(ctx context.Context, home string, f func(*helper, *session) error) (err error) {
+	h, err := startHelper(ctx, b.bin, home)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := h.close(); cerr != nil && err == nil {
+			err = cerr
+		}
+		if err != nil {
+			if tail := h.stderrTail(); tail != "" {
+				err = fmt.Errorf("%w\nhelper stderr (tail):\n%s", err, tail)
+			}
+		}
+	}()
+	stateDir, err := os.MkdirTemp(b.work, "state-")
+	if err != nil {
+		return err
+	}
+	s, err := h.open(ctx, stateDir, execution.Limits{OutputLimitBytes: 2 * gib})
+	if err != nil {
+		return err
+	}
+	return f(h, s)
+}
+
+// --- 1. spool throughput -------------------------------------------------
+
+func (b *bench) throughput(ctx context.Context) ([]row, error) {
+	progress("spool throughput: %d x (helper, cat) with %q", throughputRuns, producer(gib))
+	home, err := b.newHome("throughput")
+	if err != nil {
+		return nil, err
+	}
+	var viaHelper, viaCat []time.Duration
+	err = b.withHelper(ctx, home, func(h *helper, s *session) error {
+		// Warm up, untimed: the login environment is captured, the
+		// binaries are in the page cache, and one full pass of each side
+		// has run. On a VM the first gigabyte written into fresh guest
+		// memory can cost twice what later ones do, and that would fall
+		// on whichever side ran first.
+		catOut := filepath.Join(b.work, "cat.out")
+		if _, err := s.startWait(ctx, producer(mib), home); err != nil {
+			return err
+		}
+		if _, err := b.helperRun(ctx, s, home); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+		if _, err := b.catRun(ctx, catOut, home); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+		for i := range throughputRuns {
+			// Alternate which side goes first, so neither always runs
+			// on a machine the other just warmed or dirtied.
+			sides := []func() error{
+				func() error {
+					d, err := b.helperRun(ctx, s, home)
+					viaHelper = append(viaHelper, d)
+					return err
+				},
+				func() error {
+					d, err := b.catRun(ctx, catOut, home)
+					viaCat = append(viaCat, d)
+					return err
+				},
+			}
+			if i%2 == 1 {
+				sides[0], sides[1] = sides[1], sides[0]
+			}
+			for _, side := range sides {
+				if err := side(); err != nil {
+					return err
+				}
+			}
+			fmt.Printf("throughput run %d: helper %s (%.0f MB/s), cat %s (%.0f MB/s)\n", i+1,
+				viaHelper[i].Round(time.Millisecond), mbps(gib, viaHelper[i]),
+				viaCat[i].Round(time.Millisecond), mbps(gib, viaCat[i]))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("spool throughput: %w", err)
+	}
+	hm, cm := mbps(gib, median(viaHelper)), mbps(gib, median(viaCat))
+	ratio := hm / cm
+	// The ratio of the medians is the figure; the ratios of the pairs run
+	// back to back show how much of it is the machine's noise.
+	var paired []float64
+	for i := range viaHelper {
+		paired = append(paired, viaCat[i].Seconds()/viaHelper[i].Seconds())
+	}
+	fmt.Printf("throughput: helper/cat per pair %s (median %.2f); run-to-run spread helper %.0f%%, cat %.0f%%\n",
+		joinRatios(paired), medianFloat(paired), spread(viaHelper)*100, spread(viaCat)*100)
+	result := verdict(ratio >= targetThroughputRatio)
+	if max(spread(viaHelper), spread(viaCat)) > noisySpread {
+		result += " (noisy)"
+		fmt.Printf("throughput: runs of one side differ by more than %.0f%%: the machine was busy, so the verdict is weak; rerun on a quiet machine\n", noisySpread*100)
+	}
+	return []row{{
+		measure:  fmt.Sprintf("spool 1 GiB, median of %d", throughputRuns),
+		helper:   fmt.Sprintf("%.0f MB/s", hm),
+		baseline: fmt.Sprintf("%.0f MB/s (cat > file)", cm),
+		ratio:    fmt.Sprintf("%.2f", ratio),
+		target:   fmt.Sprintf("ratio >= %.2f", targetThroughputRatio),
+		result:   result,
+	}}, nil
+}
+
+// helperRun times one 1 GiB exec/start from request to reply, checks the
+// spool file and deletes it.
+func (b *bench) helperRun(ctx context.Context, s *session, cwd string) (time.Duration, error) {
+	if err := ensureRoom(s.stateDir); err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	o, err := s.startWait(ctx, producer(gib), cwd)
+	d := time.Since(t0)
+	if err != nil {
+		return 0, err
+	}
+	path := s.spoolPath(o.Facts.ExecutionID)
+	defer removeAndSync(path)
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, fmt.Errorf("spool file of %s: %w", o.Facts.ExecutionID, err)
+	}
+	if fi.Size() != gib || o.Facts.OutputBytes != gib {
+		return 0, fmt.Errorf("spool file %s holds %d bytes (facts say %d), want %d", path, fi.Size(), o.Facts.OutputBytes, gib)
+	}
+	return d, nil
+}
+
+// catRun times `bash -c 'PRODUCER | cat > FILE'`, checks the file and
+// deletes it.
+func (b *bench) catRun(ctx context.Context, out, home string) (time.Duration, error) {
+	if err := ensureRoom(filepath.Dir(out)); err != nil {
+		return 0, err
+	}
+	defer removeAndSync(out)
+	cmd := exec.CommandContext(ctx, "bash", "-c", producer(gib)+" | cat > "+shellQuote(out))
+	cmd.Env = minimalEnv(home)
+	cmd.Dir = home
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	t0 := time.Now()
+	err := cmd.Run()
+	d := time.Since(t0)
+	if err != nil {
+		return 0, fmt.Errorf("cat baseline: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	fi, err := os.Stat(out)
+	if err != nil {
+		return 0, err
+	}
+	if fi.Size() != gib {
+		return 0, fmt.Errorf("cat baseline wrote %d bytes, want %d", fi.Size(), gib)
+	}
+	return d, nil
+}
+
+func mbps(n int64, d time.Duration) float64 { return float64(n) / 1e6 / d.Seconds() }
+
+func joinRatios(rs []float64) string {
+	var parts []string
+	for _, r := range rs {
+		parts = append(parts, fmt.Sprintf("%.2f", r))
+	}
+	return strings.Join(parts, " ")
+}
+
+func medianFloat(fs []float64) float64 {
+	s := slices.Clone(fs)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
+}
+
+// spread is (slowest - fastest) / fastest.
+func spread(ds []time.Duration) float64 {
+	return float64(slices.Max(ds)-slices.Min(ds)) / float64(slices.Min(ds))
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// --- 2. peak RSS -----------------------------------------------------------
+
+func (b *bench) rss(ctx context.Context) ([]row, error) {
+	peak := map[int64]int64{}
+	for _, size := range []int64{mib, gib} {
+		progress("helper peak RSS: fresh helper, %d byte output", size)
+		home, err := b.newHome("rss")
+		if err != nil {
+			return nil, err
+		}
+		err = b.withHelper(ctx, home, func(h *helper, s *session) error {
+			if err := ensureRoom(s.stateDir); err != nil {
+				return err
+			}
+			o, err := s.startWait(ctx, producer(size), home)
+			if err != nil {
+				return err
+			}
+			removeAndSync(s.spoolPath(o.Facts.ExecutionID))
+			if o.Facts.OutputBytes != size {
+				return fmt.Errorf("output of %d bytes, want %d", o.Facts.OutputBytes, size)
+			}
+			hwm, err := vmHWM(h.pid())
+			if err != nil {
+				return err
+			}
+			peak[size] = hwm
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("helper RSS: %w", err)
+		}
+	}
+	small, big := peak[mib], peak[gib]
+	ratio := float64(big) / float64(small)
+	fmt.Printf("peak RSS: %.1f MiB after 1 MiB, %.1f MiB after 1 GiB (difference %+.1f MiB)\n",
+		float64(small)/mib, float64(big)/mib, float64(big-small)/mib)
+	return []row{{
+		measure:  "helper peak RSS (VmHWM)",
+		helper:   fmt.Sprintf("%.1f MiB (1 GiB out)", float64(big)/mib),
+		baseline: fmt.Sprintf("%.1f MiB (1 MiB out)", float64(small)/mib),
+		ratio:    fmt.Sprintf("%.2f", ratio),
+		target:   fmt.Sprintf("1GiB/1MiB <= %.1f", targetRSSRatio),
+		result:   verdict(ratio <= targetRSSRatio),
+	}}, nil
+}
+
+// vmHWM reads the peak resident set size of pid, in bytes.
+func vmHWM(pid int) (int64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(rest)
+			if len(f) != 2 || f[1] != "kB" {
+				break
+			}
+			kb, err := strconv.ParseInt(f[0], 10, 64)
+			if err != nil {
+				break
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+}
+
+// --- 3. spawn latency ------------------------------------------------------
+
+func (b *bench) spawnPrivate(ctx context.Context) ([]row, error) {
+	home, err := b.newHome("spawn")
+	if err != nil {
+		return nil, err
+	}
+	return b.spawn(ctx, "private HOME", home, spawnRuns)
+}
+
+func (b *bench) spawnRealHome(ctx context.Context) ([]row, error) {
+	home := os.Getenv("HOME")
+	if home == "" {
+		fmt.Println("spawn latency, real HOME: skipped, HOME is not set")
+		return nil, nil
+	}
+	return b.spawn(ctx, "real HOME "+home, home, spawnRunsRealHome)
+}
+
+// spawn times n exec/start round trips of `true` (after one warm-up that
+// also waits for the login environment), then n runs of `bash -lc true`.
+// The baseline is never killed: a login shell killed mid-profile can leave
+// locks behind.
+func (b *bench) spawn(ctx context.Context, label, home string, n int) ([]row, error) {
+	progress("spawn latency, %s: %d exec/start true, %d bash -lc true", label, n, n)
+	cwd, err := os.MkdirTemp(b.work, "cwd-")
+	if err != nil {
+		return nil, err
+	}
+	var viaHelper, viaBash, viaPlain []time.Duration
+	var toStart, toEnd, rest []time.Duration // where a helper round trip goes
+	var warm time.Duration
+	err = b.withHelper(ctx, home, func(h *helper, s *session) error {
+		t0 := time.Now()
+		if _, err := s.startWait(ctx, "true", cwd); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+		warm = time.Since(t0)
+		for range n {
+			t0 := time.Now()
+			o, err := s.startWait(ctx, "true", cwd)
+			if err != nil {
+				return err
+			}
+			d := time.Since(t0)
+			viaHelper = append(viaHelper, d)
+			if f := o.Facts; f.QueuedAt != nil && f.StartedAt != nil && f.EndedAt != nil {
+				toStart = append(toStart, f.StartedAt.Sub(f.QueuedAt.Time))
+				toEnd = append(toEnd, f.EndedAt.Sub(f.StartedAt.Time))
+				rest = append(rest, d-f.EndedAt.Sub(f.QueuedAt.Time))
+			}
+			_ = os.Remove(s.spoolPath(o.Facts.ExecutionID))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("spawn latency (%s): %w", label, err)
+	}
+	// The baseline, then the floor: the plain `bash -c true` that the
+	// helper itself starts for each command.
+	for _, side := range []struct {
+		flag string
+		into *[]time.Duration
+	}{{"-lc", &viaBash}, {"-c", &viaPlain}} {
+		for range n {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			cmd := exec.Command("bash", side.flag, "true")
+			cmd.Env = minimalEnv(home)
+			cmd.Dir = cwd
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			t0 := time.Now()
+			if err := cmd.Run(); err != nil {
+				return nil, fmt.Errorf("bash %s true (%s): %w: %s", side.flag, label, err, strings.TrimSpace(out.String()))
+			}
+			*side.into = append(*side.into, time.Since(t0))
+		}
+	}
+	hp50, hp90 := percentile(viaHelper, 50), percentile(viaHelper, 90)
+	bp50, bp90 := percentile(viaBash, 50), percentile(viaBash, 90)
+	fmt.Printf("spawn, %s: warm-up start (with the login capture) %s; helper p50 %s p90 %s; bash -lc p50 %s p90 %s\n",
+		label, ms(warm), ms(hp50), ms(hp90), ms(bp50), ms(bp90))
+	fmt.Printf("  floor: plain bash -c true via os/exec p50 %s p90 %s\n", ms(median(viaPlain)), ms(percentile(viaPlain, 90)))
+	if len(toStart) > 0 {
+		fmt.Printf("  helper round trip by facts (ms resolution), medians: queued->started %s, started->ended %s, reply and protocol %s\n",
+			ms(median(toStart)), ms(median(toEnd)), ms(median(rest)))
+	}
+	name := "exec/start true, " + label
+	return []row{
+		{
+			measure:  name + fmt.Sprintf(", p50 (n=%d)", n),
+			helper:   ms(hp50),
+			baseline: ms(bp50) + " (bash -lc true)",
+			ratio:    fmt.Sprintf("%.3f", hp50.Seconds()/bp50.Seconds()),
+			target:   "helper p50 <= " + ms(targetSpawnP50),
+			result:   verdict(hp50 <= targetSpawnP50),
+		},
+		{
+			measure:  name + fmt.Sprintf(", p90 (n=%d)", n),
+			helper:   ms(hp90),
+			baseline: ms(bp90) + " (bash -lc true)",
+			ratio:    fmt.Sprintf("%.3f", hp90.Seconds()/bp90.Seconds()),
+			target:   "-",
+			result:   "-",
+		},
+	}, nil
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+
+// percentile is the nearest-rank percentile p of ds.
+func percentile(ds []time.Duration, p int) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	k := (p*len(s) + 99) / 100 // ceil(p/100 * n)
+	return s[max(k, 1)-1]
+}
+
+func median(ds []time.Duration) time.Duration { return percentile(ds, 50) }
+
+// --- the helper ------------------------------------------------------------
+
+// helper is one running `mevedel-exec serve` and its protocol client.
+type helper struct {
+	cmd    *exec.Cmd
+	conn   *jsonrpc2.Conn
+	stdin  io.WriteCloser
+	stderr *lockedBuffer
+	exited chan struct{}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type pipes struct {
+	io.ReadCloser
+	io.WriteCloser
+}
+
+func (p pipes) Close() error {
+	p.WriteCloser.Close()
+	return p.ReadCloser.Close()
+}
+
+func startHelper(ctx context.Context, bin, home string) (*helper, error) {
+	h := &helper{stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	h.cmd = exec.Command(bin, "serve")
+	h.cmd.Env = minimalEnv(home)
+	h.cmd.Dir = home
+	h.cmd.Stderr = h.stderr
+	// Its own process group: a Ctrl-C at the terminal reaches only this
+	// program, which then shuts the helper down in order.
+	h.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Plain pipes rather than StdinPipe/StdoutPipe: Wait would close the
+	// read end under the client's read loop; here the client closes it,
+	// after it has read the helper's EOF.
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, err
+	}
+	h.cmd.Stdin, h.cmd.Stdout = inR, outW
+	err = h.cmd.Start()
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		return nil, fmt.Errorf("starting the helper: %w", err)
+	}
+	h.stdin = inW
+	go func() {
+		_ = h.cmd.Wait()
+		close(h.exited)
+	}()
+	// Notifications (exec/changed, exec/settled, ...) are not needed here.
+	h.conn = jsonrpc2.NewConn(context.Background(),
+		jsonrpc2.NewBufferedStream(pipes{outR, inW}, jsonrpc2.VSCodeObjectCodec{}),
+		jsonrpc2.HandlerWithError(func(context.Context, *jsonrpc2.Conn, *jsonrpc2.Request) (any, error) { return nil, nil }))
+	var info rpc.InitializeResult
+	if err := h.call(ctx, rpc.MethodInitialize, rpc.InitializeParams{ClientName: "mevedel-bench", ProtocolVersion: rpc.ProtocolVersion}, &info); err != nil {
+		_ = h.close()
+		return nil, err
+	}
+	if info.Pid != h.cmd.Process.Pid {
+		_ = h.close()
+		return nil, fmt.Errorf("initialize reports pid %d, started %d", info.Pid, h.cmd.Process.Pid)
+	}
+	return h, nil
+}
+
+func (h *helper) pid() int { return h.cmd.Process.Pid }
+
+func (h *helper) call(ctx context.Context, method string, params, result any) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	if err := h.conn.Call(ctx, method, params, result); err != nil {
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	return nil
+}
+
+// close asks for shutdown, closes stdin and waits for the helper. A helper
+// that does not exit is terminated, and killed only if TERM is ignored.
+func (h *helper) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = h.conn.Call(ctx, rpc.MethodShutdown, nil, nil)
+	h.stdin.Close()
+	defer h.conn.Close()
+	select {
+	case <-h.exited:
+		// Let the read loop see EOF before its pipe is closed.
+		select {
+		case <-h.conn.DisconnectNotify():
+		case <-time.After(5 * time.Second):
+		}
+		return nil
+	case <-time.After(15 * time.Second):
+	}
+	_ = h.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-h.exited:
+	case <-time.After(5 * time.Second):
+		_ = h.cmd.Process.Kill()
+		<-h.exited
+	}
+	return errors.New("the helper did not exit after shutdown and EOF")
+}
+
+func (h *helper) stderrTail() string {
+	s := strings.TrimSpace(h.stderr.String())
+	if len(s) > 2000 {
+		s = "..." + s[len(s)-2000:]
+	}
+	return s
+}
+
+type session struct {
+	h        *helper
+	id       string
+	stateDir string
+}
+
+func (h *helper) open(ctx context.Context, stateDir string, limits execution.Limits) (*session, error) {
+	id := "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	var info execution.SessionInfo
+	if err := h.call(ctx, rpc.MethodSessionOpen, rpc.SessionOpenParams{SessionID: id, StateDir: stateDir, Limits: limits}, &info); err != nil {
+		return nil, err
+	}
+	return &session{h: h, id: id, stateDir: info.StateDir}, nil
+}
+
+// startWait runs command with exec/start without yieldMs, so the reply is
+// the final observation, and checks that it succeeded.
+func (s *session) startWait(ctx context.Context, command, cwd string) (execution.Observation, error) {
+	var o execution.Observation
+	err := s.h.call(ctx, rpc.MethodExecStart, rpc.ExecStartParams{
+		SessionID: s.id, Command: command, Cwd: cwd, MaxOutputChars: 200,
+	}, &o)
+	if err != nil {
+		return o, err
+	}
+	f := o.Facts
+	if !o.Final || f.Outcome != execution.Success {
+		code := "none"
+		if f.ExitCode != nil {
+			code = strconv.Itoa(*f.ExitCode)
+		}
+		return o, fmt.Errorf("%q did not succeed: final=%v status=%s termination=%s exit=%s reason=%q",
+			command, o.Final, f.Status, f.Termination, code, f.Reason)
+	}
+	return o, nil
+}
+
+func (s *session) spoolPath(id string) string {
+	return filepath.Join(s.stateDir, "executions", id+".log")
+}
