@@ -3,10 +3,11 @@ GO      ?= go
 BIN     := bin/mevedel-exec
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/mevedel/mevedel-exec/rpc.ServerVersion=$(VERSION)
-# The command `make run` sends through the helper; override with CMD='...'.
+# The command `make run-cli` sends through the helper; override with CMD='...'.
 CMD     ?= echo "hello from mevedel-exec in $$PWD"; for i in 1 2 3; do echo "tick $$i"; sleep 1; done
+export MEVEDEL_EXEC_PROGRAM := $(CURDIR)/$(BIN)
 
-.PHONY: setup build run test bench clean
+.PHONY: setup build run run-cli test test-go test-elisp bench bench-emacs clean
 
 setup:
 	@scripts/setup.sh
@@ -14,17 +15,31 @@ setup:
 build: setup
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/mevedel-exec
 
+# A scripted Emacs session through the facade: what a user would see.
 run: build
+	emacs --batch -Q -L elisp -l scripts/demo.el
+
+# The same helper from the shell, with its own small client.
+run-cli: build
 	$(BIN) run -- '$(CMD)'
 
-test: setup
+test: test-go test-elisp
+
+test-go: setup
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 
+# Byte-compiling must give no warning at all (--strict); the ERT suite runs
+# against the real helper built above.
+test-elisp: build
+	eask compile --strict
+	rm -f elisp/*.elc
+	eask test ert test/elisp/*-test.el
+
 bench: build
 	$(GO) run ./test/bench spool
 
 clean:
-	rm -rf bin
+	rm -rf bin elisp/*.elc

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing mevedel-exec needs, when it is missing:
-# Debian packages through apt-get (when running as root) and the Go modules.
+# Debian packages through apt-get (when running as root), the Eask CLI
+# through npm, and the Go modules.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +10,8 @@ command -v bash >/dev/null || need_pkgs+=(bash)
 command -v mount >/dev/null || need_pkgs+=(mount)
 command -v git >/dev/null || need_pkgs+=(git)
 command -v make >/dev/null || need_pkgs+=(make)
+command -v emacs >/dev/null || need_pkgs+=(emacs-nox)
+command -v npm >/dev/null || need_pkgs+=(npm)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "setup: missing ${need_pkgs[*]}; install them (apt-get install ${need_pkgs[*]}) or run as root" >&2
@@ -28,3 +31,9 @@ if ! command -v go >/dev/null; then
   fi
 fi
 go mod download
+
+# Eask runs the Emacs Lisp build and ERT suite.
+if ! command -v eask >/dev/null; then
+  echo "setup: installing the Eask CLI"
+  npm install -g --silent @emacs-eask/cli >/dev/null
+fi

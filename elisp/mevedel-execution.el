@@ -1,0 +1,735 @@
+;;; mevedel-execution.el --- Run shell commands through the mevedel-exec helper  -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2026 The mevedel-exec developers
+
+;; Author: The mevedel-exec developers
+;; Version: 0.1.0
+;; Package-Requires: ((emacs "28.1"))
+;; Keywords: processes, tools
+;; URL: https://github.com/mevedel/mevedel-exec
+
+;; This file is not part of GNU Emacs.
+
+;; This program is free software; you can redistribute it and/or modify
+;; it under the terms of the GNU General Public License as published by
+;; the Free Software Foundation, either version 3 of the License, or
+;; (at your option) any later version.
+
+;;; Commentary:
+
+;; The Emacs side of mevedel-exec, the execution backend of the mevedel
+;; agent.  Every child process, pipe and spool file lives in the helper
+;; program `mevedel-exec', which this file starts and talks to over
+;; JSON-RPC (the built-in `jsonrpc.el').  Emacs only sends requests and
+;; renders the immutable fact plists that come back, so a long build or a
+;; chatty test run never costs the editor's one thread more than a message.
+;;
+;; Entry points: `mevedel-execution-open-session', then
+;; `mevedel-execution-start-bash' with a callback.  A command waits up to
+;; its yield time; if it is still running then, the callback receives the
+;; output so far and an execution id to poll (`mevedel-execution-observe'),
+;; stop (`mevedel-execution-stop') or type into.  Callbacks receive
+;; Observation plists:
+;;
+;;   (:output "..." :final t :facts (:execution-id "exec-..." :state "settled"
+;;    :termination "exited" :exit-code 0 :status "completed" ...))
+;;
+;; or, when the helper refused the request, (:error (:code C :kind K
+;; :message M)).  If the helper dies, every pending callback receives an
+;; Observation whose facts say :termination "lost", and the next call
+;; starts a fresh helper.
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'jsonrpc)
+(require 'subr-x)
+
+(declare-function jsonrpc--async-request-1 "jsonrpc")
+(declare-function jsonrpc--process "jsonrpc")
+
+;;;; Customization
+
+(defgroup mevedel-execution nil
+  "Run shell commands through the mevedel-exec helper."
+  :group 'tools
+  :prefix "mevedel-execution-")
+
+(defcustom mevedel-execution-program "mevedel-exec"
+  "The mevedel-exec helper: a file name, or a command on `exec-path'.
+When it cannot be found, the helper installed by
+`mevedel-execution-install-helper' is used."
+  :type 'string)
+
+(defcustom mevedel-execution-program-arguments '("serve")
+  "Arguments that make the helper speak its protocol on stdio."
+  :type '(repeat string))
+
+(defcustom mevedel-execution-install-directory
+  (locate-user-emacs-file "mevedel-exec/")
+  "Where `mevedel-execution-install-helper' puts the helper it builds."
+  :type 'directory)
+
+(defcustom mevedel-execution-request-timeout 10
+  "Seconds a short synchronous call waits for the helper."
+  :type 'number)
+
+(defcustom mevedel-execution-events-buffer-size 0
+  "Size of the JSON-RPC events log buffer; 0 turns logging off.
+Logging every message costs several times the notification
+throughput, so it is off unless you are debugging the protocol.
+nil means no limit."
+  :type '(choice (const :tag "Off" 0)
+                 (const :tag "No limit" nil)
+                 (integer :tag "Characters")))
+
+(defvar mevedel-execution-event-functions nil
+  "Functions called with each passive event of the helper.
+Each function receives two arguments: TYPE, one of the symbols
+`progress', `changed', `settled' or `wake', and PLIST, the event's
+payload with keyword keys (for example `:facts' for `settled',
+`:live' for `changed').  Every function gets its own copy, so it
+may keep or modify it.  These events acknowledge nothing; an error
+in one function is reported and does not stop the others.")
+
+(defvar mevedel-execution-mailbox-delivery-function nil
+  "Function receiving completion deliveries, the acknowledged sink.
+It is called with two arguments: RECORD, the delivery plist
+\(`:delivery-id', `:session-id', `:owner', `:kind', `:attrs', and
+`:observation' or `:lines'), and ACK, a function to call exactly
+once: with no argument once the record is durable on the Emacs
+side, or with an error message string when it could not be kept,
+so the helper delivers it again later.  The same `:delivery-id' is
+never handed to this function twice.  When this variable is nil,
+deliveries are acknowledged as failed and stay pending in the
+helper.")
+
+;;;; Errors
+
+(define-error 'mevedel-execution-error "mevedel-exec error")
+(define-error 'mevedel-execution-helper-missing
+  "The mevedel-exec helper is not installed" 'mevedel-execution-error)
+(define-error 'mevedel-execution-helper-error
+  "The mevedel-exec helper answered with an error" 'mevedel-execution-error)
+
+(defconst mevedel-execution-protocol-version 1
+  "The version of the helper's wire protocol this file speaks.")
+
+(defconst mevedel-execution--source-file
+  (or load-file-name (bound-and-true-p byte-compile-current-file) buffer-file-name)
+  "Where this file was loaded from; the helper's sources are above it.")
+
+;;;; Wire values
+
+(defvar mevedel-execution--keys (make-hash-table :test #'eq)
+  "Cache of wire keys (`:executionId') to Lisp keys (`:execution-id').")
+
+(defun mevedel-execution--lisp-key (key)
+  "Return the kebab-case keyword for the camelCase keyword KEY."
+  (or (gethash key mevedel-execution--keys)
+      (puthash key
+               (let ((case-fold-search nil))
+                 (intern (downcase
+                          (replace-regexp-in-string
+                           "\\([a-z0-9]\\)\\([A-Z]\\)" "\\1-\\2"
+                           (symbol-name key)))))
+               mevedel-execution--keys)))
+
+(defun mevedel-execution--normalize (value)
+  "Return VALUE from the wire as fresh Lisp data.
+Objects become plists with kebab-case keyword keys, arrays become
+lists, and JSON false and null become nil: once, here, so no caller
+ever sees `:json-false'."
+  (cond
+   ((memq value '(:json-false :null)) nil)
+   ((vectorp value) (mapcar #'mevedel-execution--normalize value))
+   ((and (consp value) (keywordp (car value)))
+    (let (out)
+      (while value
+        (push (mevedel-execution--lisp-key (car value)) out)
+        (push (mevedel-execution--normalize (cadr value)) out)
+        (setq value (cddr value)))
+      (nreverse out)))
+   ((consp value) (mapcar #'mevedel-execution--normalize value))
+   (t value)))
+
+(defun mevedel-execution--params (&rest plist)
+  "Return PLIST without its nil values, ready for the wire."
+  (let (out)
+    (while plist
+      (when (cadr plist)
+        (push (car plist) out)
+        (push (cadr plist) out))
+      (setq plist (cddr plist)))
+    (nreverse out)))
+
+(defun mevedel-execution--error-plist (error)
+  "Return the Lisp error plist for a JSON-RPC ERROR object."
+  (let* ((err (mevedel-execution--normalize error))
+         (data (plist-get err :data)))
+    (list :code (plist-get err :code)
+          :kind (or (plist-get data :kind) "internal")
+          :message (or (plist-get err :message) "unknown error"))))
+
+;;;; The connection
+
+(defclass mevedel-execution-connection (jsonrpc-process-connection)
+  ((generation
+    :initarg :generation
+    :documentation "Which helper this is; sessions reopen on a new one.")
+   (closing
+    :initform nil
+    :documentation "Non-nil once Emacs itself is shutting the helper down."))
+  :documentation "A JSON-RPC connection to one mevedel-exec helper.")
+
+(defun mevedel-execution--generation (conn)
+  "Return the generation of CONN's helper."
+  (oref conn generation))
+
+(defun mevedel-execution--closing (conn)
+  "Return non-nil if Emacs is shutting CONN's helper down."
+  (oref conn closing))
+
+(defun mevedel-execution--set-closing (conn)
+  "Note that CONN's helper is being shut down on purpose."
+  (oset conn closing t))
+
+(defvar mevedel-execution--current nil
+  "The connection to the running helper, or nil.")
+
+(defvar mevedel-execution--generation 0
+  "Generation of the most recently started helper.")
+
+(defvar mevedel-execution--sessions nil
+  "Sessions opened and not torn down.")
+
+(defvar mevedel-execution--deliveries (make-hash-table :test #'equal)
+  "Delivery ids handed to the mailbox sink, mapped to `pending' or `acked'.")
+
+(defun mevedel-execution--source-directory ()
+  "Return the helper's source tree (the directory holding go.mod), or nil."
+  (when mevedel-execution--source-file
+    (let ((dir (locate-dominating-file mevedel-execution--source-file "go.mod")))
+      (and dir (expand-file-name dir)))))
+
+(defun mevedel-execution--installed-program ()
+  "Return the helper built by `mevedel-execution-install-helper'."
+  (expand-file-name "mevedel-exec" mevedel-execution-install-directory))
+
+(defun mevedel-execution--program ()
+  "Return the helper's executable, or signal that it is missing."
+  (let ((program mevedel-execution-program))
+    (or (and (file-name-absolute-p program) (file-executable-p program) program)
+        (and (not (file-name-absolute-p program)) (executable-find program))
+        (let ((installed (mevedel-execution--installed-program)))
+          (and (file-executable-p installed) installed))
+        (signal 'mevedel-execution-helper-missing
+                (list (format "%s is not on exec-path; M-x mevedel-execution-install-helper builds it"
+                              program))))))
+
+(defun mevedel-execution--connection ()
+  "Return a connection to a running helper, starting one if needed."
+  (let ((conn mevedel-execution--current))
+    (if (and conn (jsonrpc-running-p conn))
+        conn
+      (mevedel-execution--start-helper))))
+
+(defun mevedel-execution--start-helper ()
+  "Start the helper, shake hands with it, and return the connection."
+  (let* ((program (mevedel-execution--program))
+         ;; The helper runs locally, whatever buffer we are called from.
+         (default-directory (expand-file-name "~/"))
+         (generation (cl-incf mevedel-execution--generation))
+         (conn (make-instance
+                'mevedel-execution-connection
+                :name "mevedel-exec"
+                :generation generation
+                :events-buffer-scrollback-size mevedel-execution-events-buffer-size
+                :notification-dispatcher #'mevedel-execution--dispatch-notification
+                :request-dispatcher #'mevedel-execution--dispatch-request
+                :on-shutdown #'mevedel-execution--on-shutdown
+                :process
+                (lambda ()
+                  (make-process
+                   :name "mevedel-exec"
+                   :command (cons program mevedel-execution-program-arguments)
+                   :connection-type 'pipe
+                   :coding 'utf-8-emacs-unix
+                   :noquery t
+                   :stderr (get-buffer-create "*mevedel-exec stderr*"))))))
+    (setq mevedel-execution--current conn)
+    (let ((info (condition-case err
+                    (mevedel-execution--call
+                     conn 'initialize
+                     (list :clientName "mevedel-execution.el"
+                           :clientVersion "0.1.0"
+                           :protocolVersion mevedel-execution-protocol-version))
+                  (error
+                   (mevedel-execution--kill conn)
+                   (signal (car err) (cdr err))))))
+      (unless (eql (plist-get info :protocol-version)
+                   mevedel-execution-protocol-version)
+        (mevedel-execution--kill conn)
+        (signal 'mevedel-execution-error
+                (list (format "helper %s speaks protocol %s, this file speaks %s"
+                              program (plist-get info :protocol-version)
+                              mevedel-execution-protocol-version)))))
+    conn))
+
+(defun mevedel-execution--kill (conn)
+  "Stop CONN's helper process without ceremony."
+  (mevedel-execution--set-closing conn)
+  (when (eq conn mevedel-execution--current)
+    (setq mevedel-execution--current nil))
+  (let ((proc (jsonrpc--process conn)))
+    (when (process-live-p proc)
+      (delete-process proc))))
+
+(defun mevedel-execution--on-shutdown (conn)
+  "Forget CONN, whose helper exited; report an unexpected death once."
+  (when (eq conn mevedel-execution--current)
+    (setq mevedel-execution--current nil))
+  (unless (mevedel-execution--closing conn)
+    (mevedel-execution--set-closing conn)
+    (message "mevedel-exec: the helper exited unexpectedly (status %s); pending requests were answered as lost, and the next call starts a new helper"
+             (process-exit-status (jsonrpc--process conn)))))
+
+;;;; Requests
+
+(defun mevedel-execution--run-callback (buffer callback value)
+  "Call CALLBACK with VALUE, in BUFFER when it is still live.
+An error in CALLBACK is reported, never thrown into the process
+filter."
+  (condition-case-unless-debug err
+      (if (buffer-live-p buffer)
+          (with-current-buffer buffer (funcall callback value))
+        (funcall callback value))
+    (error (message "mevedel-exec: error in callback: %s" (error-message-string err)))))
+
+(cl-defun mevedel-execution--async (conn method params &key on-result on-error on-lost timeout)
+  "Send METHOD with PARAMS on CONN; return a handle for `mevedel-execution-abort'.
+ON-RESULT receives the normalized result, ON-ERROR the error plist.
+ON-LOST, called with a reason string, replaces ON-ERROR when the
+helper died before answering.  TIMEOUT is in seconds; nil waits
+as long as it takes."
+  (let* ((buffer (current-buffer))
+         (id-and-timer
+          (jsonrpc--async-request-1
+           conn method params
+           :success-fn
+           (lambda (result)
+             (when on-result
+               (mevedel-execution--run-callback
+                buffer on-result (mevedel-execution--normalize result))))
+           :error-fn
+           (lambda (error)
+             (let ((err (mevedel-execution--error-plist error)))
+               (if (and on-lost (eql (plist-get err :code) -1))
+                   (mevedel-execution--run-callback
+                    buffer on-lost "the helper died before it answered")
+                 (when on-error
+                   (mevedel-execution--run-callback buffer on-error err)))))
+           :timeout-fn
+           (lambda ()
+             (when on-error
+               (mevedel-execution--run-callback
+                buffer on-error
+                (list :code -32005 :kind "timeout"
+                      :message (format "%s: no answer within %s s" method timeout)))))
+           :timeout timeout)))
+    (cons conn (car id-and-timer))))
+
+(defun mevedel-execution-abort (handle)
+  "Abort the request HANDLE, as returned by an asynchronous call.
+The helper is sent `$/cancelRequest': a start that has not yielded
+yet is aborted (its callback receives the final observation, with
+termination \"aborted\"); a waiting observation answers at once."
+  (pcase-let ((`(,conn . ,id) handle))
+    (when (and conn id (jsonrpc-running-p conn))
+      (jsonrpc-notify conn '$/cancelRequest (list :id id)))))
+
+(defun mevedel-execution--call (conn method params &optional timeout)
+  "Send METHOD with PARAMS on CONN and wait for the result.
+Wait at most TIMEOUT seconds (default `mevedel-execution-request-timeout').
+A helper error signals `mevedel-execution-helper-error' with the
+error plist as data.  \\[keyboard-quit] while waiting cancels the
+request in the helper too."
+  (let* ((tag (make-symbol "mevedel-execution-call"))
+         (timeout (or timeout mevedel-execution-request-timeout))
+         handle
+         (outcome
+          (catch tag
+            (setq handle
+                  (mevedel-execution--async
+                   conn method params
+                   :on-result (lambda (r) (throw tag (list 'ok r)))
+                   :on-error (lambda (e) (throw tag (list 'error e)))
+                   :on-lost (lambda (why)
+                              (throw tag (list 'error (list :code -1 :kind "lost" :message why))))
+                   :timeout timeout))
+            (condition-case nil
+                (while t (accept-process-output nil 30))
+              (quit
+               (mevedel-execution-abort handle)
+               (signal 'quit nil))))))
+    (pcase outcome
+      (`(ok ,result) result)
+      (`(error ,err)
+       (signal 'mevedel-execution-helper-error
+               (list (format "%s: %s" method (plist-get err :message)) err))))))
+
+(defun mevedel-execution--dispatch-request (_conn method _params)
+  "Answer a request from the helper; it sends none today."
+  (jsonrpc-error :code -32601 :message (format "method not found: %s" method)))
+
+(defun mevedel-execution--dispatch-notification (_conn method params)
+  "Route the notification METHOD with PARAMS from the helper."
+  (pcase method
+    ('exec/progress (mevedel-execution--run-event 'progress params))
+    ('exec/changed (mevedel-execution--run-event 'changed params))
+    ('exec/settled (mevedel-execution--run-event 'settled params))
+    ('session/wake (mevedel-execution--run-event 'wake params))
+    ('mailbox/deliver (mevedel-execution--deliver params))
+    (_ nil)))
+
+(defun mevedel-execution--run-event (type params)
+  "Give each of `mevedel-execution-event-functions' its copy of PARAMS.
+TYPE names the event."
+  (when mevedel-execution-event-functions
+    (let ((plist (mevedel-execution--normalize params)))
+      (run-hook-wrapped
+       'mevedel-execution-event-functions
+       (lambda (fn)
+         (condition-case-unless-debug err
+             (funcall fn type (copy-tree plist))
+           (error (message "mevedel-exec: error in %s listener: %s"
+                           type (error-message-string err))))
+         nil)))))
+
+(defun mevedel-execution--deliver (params)
+  "Hand the delivery PARAMS to the mailbox sink, with its ack function."
+  (let* ((record (mevedel-execution--normalize params))
+         (delivery-id (plist-get record :delivery-id))
+         (session-id (plist-get record :session-id))
+         (conn mevedel-execution--current)
+         (seen (gethash delivery-id mevedel-execution--deliveries))
+         (send-ack
+          (lambda (error)
+            (when (and conn (jsonrpc-running-p conn))
+              (mevedel-execution--async
+               conn 'mailbox/ack
+               (mevedel-execution--params :sessionId session-id
+                                          :deliveryId delivery-id
+                                          :durable (unless error t)
+                                          :error error)
+               :timeout mevedel-execution-request-timeout)))))
+    (pcase seen
+      ('acked (funcall send-ack nil))   ; our earlier ack was lost: repeat it
+      ('pending nil)                    ; the sink has it and will answer
+      (_
+       (if (not (functionp mevedel-execution-mailbox-delivery-function))
+           (funcall send-ack "no mailbox sink in this Emacs")
+         (puthash delivery-id 'pending mevedel-execution--deliveries)
+         (let ((done nil))
+           (condition-case-unless-debug err
+               (funcall mevedel-execution-mailbox-delivery-function record
+                        (lambda (&optional error)
+                          (unless done
+                            (setq done t)
+                            (if error
+                                (remhash delivery-id mevedel-execution--deliveries)
+                              (puthash delivery-id 'acked mevedel-execution--deliveries))
+                            (funcall send-ack error))))
+             (error
+              (unless done
+                (setq done t)
+                (remhash delivery-id mevedel-execution--deliveries)
+                (funcall send-ack (error-message-string err)))))))))))
+
+;;;; Sessions
+
+(cl-defstruct (mevedel-execution-session
+               (:constructor mevedel-execution--make-session)
+               (:copier nil))
+  "An agent conversation's executions, held in the helper."
+  (id nil :read-only t :documentation "The session id.")
+  (state-dir nil :read-only t :documentation "Where its spools live.")
+  (limits nil :read-only t :documentation "Wire plist of limits, or nil.")
+  (generation nil :documentation "The helper generation it is open on.")
+  (id-prefix nil :documentation "Prefix of execution ids on that helper."))
+
+(defun mevedel-execution--open-on (conn session)
+  "Open SESSION on CONN's helper."
+  (let ((info (mevedel-execution--call
+               conn 'session/open
+               (mevedel-execution--params
+                :sessionId (mevedel-execution-session-id session)
+                :stateDir (mevedel-execution-session-state-dir session)
+                :limits (mevedel-execution-session-limits session)))))
+    (setf (mevedel-execution-session-generation session)
+          (mevedel-execution--generation conn))
+    (setf (mevedel-execution-session-id-prefix session)
+          (plist-get info :id-prefix))
+    info))
+
+(defun mevedel-execution--ensure (session)
+  "Return a connection on which SESSION is open, reopening it if needed.
+After the helper died, the session opens again on the new one."
+  (unless (mevedel-execution-session-p session)
+    (signal 'wrong-type-argument (list 'mevedel-execution-session-p session)))
+  (unless (memq session mevedel-execution--sessions)
+    (signal 'mevedel-execution-error
+            (list (format "session %s was torn down" (mevedel-execution-session-id session)))))
+  (let ((conn (mevedel-execution--connection)))
+    (unless (eql (mevedel-execution-session-generation session)
+                 (mevedel-execution--generation conn))
+      (mevedel-execution--open-on conn session))
+    conn))
+
+(defun mevedel-execution-open-session (id state-dir &optional limits)
+  "Open the session ID, keeping its output under STATE-DIR.
+STATE-DIR is created (mode 0700) when missing.  LIMITS is an
+optional plist of wire limits, e.g. (:maxLive 16 :graceMs 500).
+Return the session object."
+  (unless (and (stringp id) (not (string-empty-p id)))
+    (signal 'wrong-type-argument (list 'stringp id)))
+  (unless (stringp state-dir)
+    (signal 'wrong-type-argument (list 'stringp state-dir)))
+  (let ((session (mevedel-execution--make-session
+                  :id id :state-dir (expand-file-name state-dir) :limits limits)))
+    (mevedel-execution--open-on (mevedel-execution--connection) session)
+    (push session mevedel-execution--sessions)
+    session))
+
+(defun mevedel-execution-teardown-session (session)
+  "Close SESSION: its live executions are stopped; spools stay on disk."
+  (when (memq session mevedel-execution--sessions)
+    (setq mevedel-execution--sessions (delq session mevedel-execution--sessions))
+    (let ((conn mevedel-execution--current))
+      (when (and conn (jsonrpc-running-p conn)
+                 (eql (mevedel-execution-session-generation session)
+                      (mevedel-execution--generation conn)))
+        (condition-case err
+            (mevedel-execution--call
+             conn 'session/close
+             (list :sessionId (mevedel-execution-session-id session))
+             30)
+          (mevedel-execution-error
+           (message "mevedel-exec: closing %s: %s"
+                    (mevedel-execution-session-id session) (error-message-string err))))))))
+
+(defun mevedel-execution-teardown-all ()
+  "Close every session and shut the helper down."
+  (setq mevedel-execution--sessions nil)
+  (let ((conn mevedel-execution--current))
+    (when conn
+      (mevedel-execution--set-closing conn)
+      (let ((proc (jsonrpc--process conn))
+            (deadline (+ (float-time) 5)))
+        (when (jsonrpc-running-p conn)
+          ;; The helper ends every execution, then exits at EOF.
+          (ignore-errors (mevedel-execution--call conn 'shutdown nil 30))
+          (ignore-errors (process-send-eof proc))
+          (while (and (process-live-p proc) (< (float-time) deadline))
+            (accept-process-output proc 0.05))))
+      (mevedel-execution--kill conn))))
+
+(add-hook 'kill-emacs-hook #'mevedel-execution-teardown-all)
+
+;;;; Executions
+
+(defun mevedel-execution--lost-observation (session owner execution-id reason)
+  "Return the Observation for a request whose answer was lost.
+SESSION, OWNER and EXECUTION-ID say what it was about, REASON why."
+  (list :output ""
+        :final t
+        :facts (list :execution-id execution-id
+                     :session-id (mevedel-execution-session-id session)
+                     :owner (or owner "/root")
+                     :state "settled"
+                     :termination "lost"
+                     :outcome "failure"
+                     :status "lost"
+                     :reason reason)))
+
+(defun mevedel-execution--observation-request (session owner execution-id method params callback timeout)
+  "Send METHOD with PARAMS for SESSION; CALLBACK receives an Observation.
+OWNER and EXECUTION-ID label a lost answer.  TIMEOUT as in
+`mevedel-execution--async'.  Return the request handle."
+  (unless (functionp callback)
+    (signal 'wrong-type-argument (list 'functionp callback)))
+  (mevedel-execution--async
+   (mevedel-execution--ensure session) method params
+   :on-result callback
+   :on-error (lambda (err) (funcall callback (list :error err)))
+   :on-lost (lambda (why)
+              (funcall callback (mevedel-execution--lost-observation
+                                 session owner execution-id why)))
+   :timeout timeout))
+
+(defun mevedel-execution--wait-timeout (ms)
+  "Return a request timeout that outlasts a wait of MS milliseconds.
+The margin covers a command that ends as the wait does and whose
+descendants need their grace period.  nil MS means no timeout: the
+helper answers once the command has ended."
+  (and ms (+ (/ ms 1000.0) 60)))
+
+(defun mevedel-execution--env-plist (env)
+  "Return ENV, an alist of (NAME . VALUE) strings, as a wire object."
+  (let (out)
+    (dolist (kv env)
+      (unless (and (stringp (car kv)) (stringp (cdr kv)))
+        (signal 'wrong-type-argument (list 'stringp kv)))
+      (push (intern (concat ":" (car kv))) out)
+      (push (cdr kv) out))
+    (nreverse out)))
+
+(cl-defun mevedel-execution-start-bash (callback &key session owner command workdir
+                                                 yield-time-ms tty label tool-use-id
+                                                 read-only-p env max-output-chars)
+  "Run COMMAND with bash in SESSION; CALLBACK receives the first Observation.
+OWNER defaults to \"/root\".  WORKDIR is the working directory
+\(default `default-directory').  With YIELD-TIME-MS, the command
+runs in the foreground that long at most, then the callback gets
+the output so far and an execution id while it keeps running;
+without it, the callback comes when the command ends.  TTY gives
+the command a terminal (and writable input).  LABEL names it for
+people, TOOL-USE-ID ties progress events to a tool call.
+READ-ONLY-P `t' asks for the shared read lane, `exclusive' for the
+exclusive one; nil lets the helper decide from the command.  ENV
+is an alist of extra variables.  MAX-OUTPUT-CHARS bounds the
+output shown (2000 by default).  Return a handle for
+`mevedel-execution-abort'."
+  (unless (and (stringp command) (not (string-blank-p command)))
+    (signal 'wrong-type-argument (list 'stringp command)))
+  (unless (or (null yield-time-ms) (natnump yield-time-ms))
+    (signal 'wrong-type-argument (list 'natnump yield-time-ms)))
+  (mevedel-execution--observation-request
+   session owner nil 'exec/start
+   (mevedel-execution--params
+    :sessionId (and (mevedel-execution-session-p session)
+                    (mevedel-execution-session-id session))
+    :owner owner
+    :command command
+    :cwd (expand-file-name (or workdir default-directory))
+    :yieldMs yield-time-ms
+    :tty (and tty t)
+    :lane (pcase read-only-p ('nil nil) ('exclusive "exclusive") (_ "read"))
+    :env (mevedel-execution--env-plist env)
+    :label label
+    :toolUseId tool-use-id
+    :maxOutputChars max-output-chars)
+   callback
+   (mevedel-execution--wait-timeout yield-time-ms)))
+
+(cl-defun mevedel-execution-observe (session owner execution-id callback &key chars wait-ms max-output-chars)
+  "Poll EXECUTION-ID of OWNER in SESSION; CALLBACK receives an Observation.
+CHARS, when given, is input written first.  With WAIT-MS, wait up
+to that long for the end.  Return a request handle."
+  (mevedel-execution--observation-request
+   session owner execution-id 'exec/observe
+   (mevedel-execution--params
+    :sessionId (mevedel-execution-session-id session)
+    :owner owner :executionId execution-id :chars chars
+    :waitMs wait-ms :maxOutputChars max-output-chars)
+   callback
+   (mevedel-execution--wait-timeout (or wait-ms 0))))
+
+(defun mevedel-execution-stop (session owner execution-id callback)
+  "Stop EXECUTION-ID of OWNER in SESSION.
+CALLBACK receives the final Observation once it has settled."
+  (mevedel-execution--observation-request
+   session owner execution-id 'exec/stop
+   (list :sessionId (mevedel-execution-session-id session)
+         :owner (or owner "/root") :executionId execution-id)
+   callback nil))
+
+(defun mevedel-execution-list (session owner)
+  "Return the facts of OWNER's yielded live executions in SESSION."
+  (plist-get (mevedel-execution--call
+              (mevedel-execution--ensure session) 'exec/list
+              (list :sessionId (mevedel-execution-session-id session)
+                    :owner (or owner "/root")))
+             :executions))
+
+(defun mevedel-execution-list-user (session)
+  "Return the facts of every live execution in SESSION (user authority)."
+  (plist-get (mevedel-execution--call
+              (mevedel-execution--ensure session) 'exec/list
+              (list :sessionId (mevedel-execution-session-id session) :as "user"))
+             :executions))
+
+(defun mevedel-execution--ignore (_value)
+  "Drop VALUE: the default callback of user-authority commands."
+  nil)
+
+(defun mevedel-execution-stop-user (session id &optional callback)
+  "Stop execution ID in SESSION, whoever owns it.
+CALLBACK, if given, receives the final Observation."
+  (mevedel-execution--observation-request
+   session nil id 'exec/stop
+   (list :sessionId (mevedel-execution-session-id session) :as "user" :executionId id)
+   (or callback #'mevedel-execution--ignore) nil))
+
+(defun mevedel-execution-stop-all-user (session &optional callback)
+  "Stop every live execution in SESSION.
+CALLBACK, if given, receives the number stopped once all settled."
+  (let ((callback (or callback #'mevedel-execution--ignore)))
+    (mevedel-execution--async
+     (mevedel-execution--ensure session) 'exec/stopAll
+     (list :sessionId (mevedel-execution-session-id session) :as "user")
+     :on-result (lambda (r) (funcall callback (plist-get r :stopped)))
+     :on-error (lambda (err) (funcall callback (list :error err)))
+     :on-lost (lambda (_why) (funcall callback nil)))))
+
+(defun mevedel-execution-interrupt-user (session id)
+  "Send Ctrl-C to execution ID in SESSION; return its facts."
+  (mevedel-execution--call
+   (mevedel-execution--ensure session) 'exec/interrupt
+   (list :sessionId (mevedel-execution-session-id session) :as "user" :executionId id)))
+
+(defun mevedel-execution-write-user (session id chars &optional callback)
+  "Type CHARS into execution ID in SESSION (it needs a terminal).
+A lone Ctrl-C (\"\\C-c\") interrupts any execution.  CALLBACK, if
+given, receives the Observation that follows the input."
+  (unless (and (stringp chars) (not (string-empty-p chars)))
+    (signal 'wrong-type-argument (list 'stringp chars)))
+  (mevedel-execution--observation-request
+   session nil id 'exec/observe
+   (list :sessionId (mevedel-execution-session-id session) :as "user"
+         :executionId id :chars chars)
+   (or callback #'mevedel-execution--ignore)
+   mevedel-execution-request-timeout))
+
+;;;; Installing the helper
+
+;;;###autoload
+(defun mevedel-execution-install-helper (&optional src-dir)
+  "Build the helper with `go build' into `mevedel-execution-install-directory'.
+SRC-DIR is the helper's source tree (default: the one this file
+came from).  The build runs in the background."
+  (interactive)
+  (let* ((src (or src-dir (mevedel-execution--source-directory)
+                  (user-error "No mevedel-exec source tree found above %s"
+                              mevedel-execution--source-file)))
+         (out (mevedel-execution--installed-program))
+         (go (or (executable-find "go") (user-error "Go is not on exec-path")))
+         (default-directory (file-name-as-directory src))
+         (buffer (get-buffer-create "*mevedel-exec build*")))
+    (make-directory (file-name-directory out) t)
+    (with-current-buffer buffer (let ((inhibit-read-only t)) (erase-buffer)))
+    (make-process
+     :name "mevedel-exec-build"
+     :buffer buffer
+     :command (list go "build" "-o" out "./cmd/mevedel-exec")
+     :noquery t
+     :sentinel (lambda (proc _event)
+                 (unless (process-live-p proc)
+                   (if (zerop (process-exit-status proc))
+                       (message "mevedel-exec: built %s" out)
+                     (message "mevedel-exec: the build failed; see %s"
+                              (buffer-name buffer))))))
+    (message "mevedel-exec: building %s..." out)))
+
+(provide 'mevedel-execution)
+;;; mevedel-execution.el ends here

@@ -1,0 +1,294 @@
+;;; mevedel-execution-test.el --- ERT tests against the real helper  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; These tests start the real mevedel-exec binary (built by `make', or named
+;; by MEVEDEL_EXEC_PROGRAM) with a private HOME and drive it through the
+;; facade, with real child processes.  Every wait is bounded; none sleeps
+;; to synchronise.
+
+;;; Code:
+
+(require 'ert)
+(require 'cl-lib)
+
+(defconst mevedel-execution-test--root
+  (file-name-as-directory
+   (expand-file-name "../.." (file-name-directory (or load-file-name buffer-file-name))))
+  "The repository's root.")
+
+(add-to-list 'load-path (expand-file-name "elisp" mevedel-execution-test--root))
+(require 'mevedel-execution)
+
+(defvar mevedel-execution-test--program
+  (or (getenv "MEVEDEL_EXEC_PROGRAM")
+      (expand-file-name "bin/mevedel-exec" mevedel-execution-test--root))
+  "The helper binary under test.")
+
+(defconst mevedel-execution-test--timeout 30
+  "Upper bound of every wait, in seconds.")
+
+(defun mevedel-execution-test--call-with-helper (fn)
+  "Call FN with a session on a fresh helper; tear everything down after.
+The helper gets a private HOME, so no user profile runs."
+  (let* ((home (make-temp-file "mevedel-ert-home-" t))
+         (state (make-temp-file "mevedel-ert-state-" t))
+         (process-environment (append (list (concat "HOME=" home)) process-environment))
+         (mevedel-execution-program mevedel-execution-test--program)
+         (mevedel-execution-event-functions nil)
+         (default-directory home))
+    (should (file-executable-p mevedel-execution-program))
+    (unwind-protect
+        (funcall fn (mevedel-execution-open-session
+                     (format "ert-%d" (random 1000000)) state '(:graceMs 500)))
+      (mevedel-execution-teardown-all)
+      (delete-directory home t)
+      (delete-directory state t))))
+
+(defmacro mevedel-execution-test--with-helper (var &rest body)
+  "Run BODY with VAR bound to a session on a fresh helper."
+  (declare (indent 1) (debug (symbolp body)))
+  `(mevedel-execution-test--call-with-helper (lambda (,var) ,@body)))
+
+(defun mevedel-execution-test--wait-until (pred &optional what)
+  "Process events until PRED returns non-nil; fail after the bound.
+WHAT says what was awaited."
+  (let ((deadline (+ (float-time) mevedel-execution-test--timeout)))
+    (while (and (not (funcall pred)) (< (float-time) deadline))
+      (accept-process-output nil 0.05))
+    (or (funcall pred)
+        (ert-fail (format "timed out waiting for %s" (or what "a condition"))))))
+
+(defun mevedel-execution-test--await (start)
+  "Call START with a callback and return the value it is called with."
+  (let ((box nil))
+    (funcall start (lambda (value) (setq box (list value))))
+    (mevedel-execution-test--wait-until (lambda () box) "a callback")
+    (car box)))
+
+(defun mevedel-execution-test--start (session command &rest args)
+  "Start COMMAND in SESSION with ARGS; return the first Observation."
+  (mevedel-execution-test--await
+   (lambda (cb)
+     (apply #'mevedel-execution-start-bash cb :session session :command command args))))
+
+(defun mevedel-execution-test--final (session owner id)
+  "Poll execution ID of OWNER in SESSION until its final Observation.
+Return (OUTPUT . FINAL-OBSERVATION), OUTPUT being everything read."
+  (let ((output "") final)
+    (while (not final)
+      (let ((obs (mevedel-execution-test--await
+                  (lambda (cb) (mevedel-execution-observe session owner id cb :wait-ms 5000)))))
+        (should-not (plist-get obs :error))
+        (setq output (concat output (plist-get obs :output)))
+        (when (plist-get obs :final) (setq final obs))))
+    (cons output final)))
+
+(defun mevedel-execution-test--facts (obs)
+  "Return the facts of OBS."
+  (plist-get obs :facts))
+
+(ert-deftest mevedel-execution-test-foreground-exit-codes ()
+  "A command that ends before its yield gives the final observation."
+  (mevedel-execution-test--with-helper session
+    (let* ((obs (mevedel-execution-test--start session "echo hello"))
+           (facts (mevedel-execution-test--facts obs)))
+      (should (plist-get obs :final))
+      (should (equal (plist-get obs :output) "hello\n"))
+      (should (eql (plist-get facts :exit-code) 0))
+      (should (equal (plist-get facts :termination) "exited"))
+      (should (equal (plist-get facts :status) "completed"))
+      (should (string-match-p "\\`exec-[a-z0-9]\\{5\\}-[0-9]\\{6\\}\\'" (plist-get facts :execution-id)))
+      (should (equal (plist-get facts :output-address)
+                     (format "artifact://executions/%s.log" (plist-get facts :execution-id))))
+      ;; JSON false and null never reach callers.
+      (should-not (memq :json-false (flatten-tree obs))))
+    (let ((facts (mevedel-execution-test--facts (mevedel-execution-test--start session "exit 3"))))
+      (should (eql (plist-get facts :exit-code) 3))
+      (should (equal (plist-get facts :outcome) "failure"))
+      (should-not (plist-get facts :signal)))))
+
+(ert-deftest mevedel-execution-test-yield-poll-stop ()
+  "A long command yields, shows in the list, polls, and stops."
+  (mevedel-execution-test--with-helper session
+    (let* ((obs (mevedel-execution-test--start
+                 session "echo started; sleep 1000" :yield-time-ms 200 :label "long"))
+           (facts (mevedel-execution-test--facts obs))
+           (id (plist-get facts :execution-id)))
+      (should-not (plist-get obs :final))
+      (should (eq (plist-get facts :yielded) t))
+      (should (equal (plist-get facts :state) "running"))
+      (should (equal (plist-get facts :label) "long"))
+      (let ((listed (mevedel-execution-list session "/root")))
+        (should (= (length listed) 1))
+        (should (equal (plist-get (car listed) :execution-id) id)))
+      (let ((seen (plist-get obs :output)))
+        (mevedel-execution-test--wait-until
+         (lambda ()
+           (or (string-match-p "started" seen)
+               (progn (setq seen (concat seen (plist-get (mevedel-execution-test--await
+                                                           (lambda (cb) (mevedel-execution-observe session "/root" id cb :wait-ms 100)))
+                                                          :output)))
+                      nil)))
+         "the first output"))
+      (let* ((final (mevedel-execution-test--await
+                     (lambda (cb) (mevedel-execution-stop session "/root" id cb))))
+             (ff (mevedel-execution-test--facts final)))
+        (should (plist-get final :final))
+        (should (equal (plist-get ff :termination) "stopped"))
+        (should (equal (plist-get ff :status) "stopped"))
+        (should (equal (plist-get ff :state) "settled")))
+      (should-not (mevedel-execution-list session "/root")))))
+
+(ert-deftest mevedel-execution-test-authority ()
+  "An owner sees only its executions; the user sees and stops all."
+  (mevedel-execution-test--with-helper session
+    (let* ((obs (mevedel-execution-test--start
+                 session "sleep 1000" :owner "/root/worker" :yield-time-ms 0))
+           (id (plist-get (mevedel-execution-test--facts obs) :execution-id)))
+      (should (equal (plist-get (mevedel-execution-test--facts obs) :owner) "/root/worker"))
+      (should-not (mevedel-execution-list session "/root"))
+      (should (= 1 (length (mevedel-execution-list session "/root/worker"))))
+      (should (= 1 (length (mevedel-execution-list-user session))))
+      (let ((denied (mevedel-execution-test--await
+                     (lambda (cb) (mevedel-execution-observe session "/root" id cb)))))
+        (should (equal (plist-get (plist-get denied :error) :kind) "not-found")))
+      (let ((final (mevedel-execution-test--await
+                    (lambda (cb) (mevedel-execution-stop-user session id cb)))))
+        (should (equal (plist-get (mevedel-execution-test--facts final) :termination) "stopped")))
+      (should-not (mevedel-execution-list-user session)))))
+
+(ert-deftest mevedel-execution-test-pty-input ()
+  "With a terminal, typed input reaches the command."
+  (mevedel-execution-test--with-helper session
+    (let* ((obs (mevedel-execution-test--start
+                 session "read -r line; echo \"got:$line\"" :tty t :yield-time-ms 0))
+           (id (plist-get (mevedel-execution-test--facts obs) :execution-id))
+           (typed (mevedel-execution-test--await
+                   (lambda (cb) (mevedel-execution-write-user session id "hello\n" cb))))
+           (result (mevedel-execution-test--final session "/root" id)))
+      (should (string-match-p "got:hello"
+                              (concat (plist-get obs :output) (plist-get typed :output) (car result))))
+      (should (equal (plist-get (mevedel-execution-test--facts (cdr result)) :status) "completed")))))
+
+(ert-deftest mevedel-execution-test-pipe-input-refused-and-interrupt ()
+  "Without a terminal, input is refused with a clear error; Ctrl-C works."
+  (mevedel-execution-test--with-helper session
+    (let* ((obs (mevedel-execution-test--start session "sleep 1000" :yield-time-ms 0))
+           (id (plist-get (mevedel-execution-test--facts obs) :execution-id))
+           (refused (mevedel-execution-test--await
+                     (lambda (cb) (mevedel-execution-write-user session id "y\n" cb)))))
+      (should (equal (plist-get (plist-get refused :error) :kind) "refused"))
+      (should (string-match-p "tty" (plist-get (plist-get refused :error) :message)))
+      (should (equal (plist-get (mevedel-execution-interrupt-user session id) :execution-id) id))
+      (let ((facts (mevedel-execution-test--facts (cdr (mevedel-execution-test--final session "/root" id)))))
+        (should (equal (plist-get facts :signal) "SIGINT"))))))
+
+(ert-deftest mevedel-execution-test-bad-arguments ()
+  "Bad arguments give clear errors, locally or from the helper."
+  (mevedel-execution-test--with-helper session
+    (should-error (mevedel-execution-start-bash #'ignore :session session :command 42)
+                  :type 'wrong-type-argument)
+    (should-error (mevedel-execution-start-bash #'ignore :session "not a session" :command "true")
+                  :type 'wrong-type-argument)
+    (should-error (mevedel-execution-start-bash #'ignore :session session :command "true" :yield-time-ms -1)
+                  :type 'wrong-type-argument)
+    (let ((err (plist-get (mevedel-execution-test--start session "sleep 5 &") :error)))
+      (should (equal (plist-get err :kind) "refused"))
+      (should (eql (plist-get err :code) -32003))
+      (should (string-match-p "yieldMs" (plist-get err :message))))
+    (let ((err (should-error (mevedel-execution-interrupt-user session "exec-zzzzz-000001")
+                             :type 'mevedel-execution-helper-error)))
+      (should (equal (plist-get (nth 2 err) :kind) "not-found")))
+    (mevedel-execution-teardown-session session)
+    (should-error (mevedel-execution-list-user session) :type 'mevedel-execution-error)))
+
+(ert-deftest mevedel-execution-test-missing-helper ()
+  "A helper that cannot be found says how to install it."
+  (let ((mevedel-execution-program "/nonexistent/mevedel-exec")
+        (mevedel-execution-install-directory (make-temp-file "mevedel-ert-empty-" t)))
+    (unwind-protect
+        (progn
+          (mevedel-execution-teardown-all)
+          (let ((err (should-error (mevedel-execution-open-session "x" temporary-file-directory)
+                                   :type 'mevedel-execution-helper-missing)))
+            (should (string-match-p "install-helper" (cadr err)))))
+      (delete-directory mevedel-execution-install-directory t))))
+
+(ert-deftest mevedel-execution-test-abort-before-yield ()
+  "Aborting a waiting start aborts the command; its callback gets the end."
+  (mevedel-execution-test--with-helper session
+    (let* ((running nil)
+           (mevedel-execution-event-functions
+            (list (lambda (type plist)
+                    (when (eq type 'changed)
+                      (dolist (f (plist-get plist :live))
+                        (when (equal (plist-get f :state) "running")
+                          (setq running f)))))))
+           (box nil)
+           (handle (mevedel-execution-start-bash
+                    (lambda (obs) (setq box (list obs)))
+                    :session session :command "sleep 1000")))
+      (mevedel-execution-test--wait-until (lambda () running) "the command to run")
+      (mevedel-execution-abort handle)
+      (mevedel-execution-test--wait-until (lambda () box) "the aborted start's callback")
+      (let ((facts (mevedel-execution-test--facts (car box))))
+        (should (plist-get (car box) :final))
+        (should (equal (plist-get facts :termination) "aborted"))))))
+
+(ert-deftest mevedel-execution-test-events-are-copies ()
+  "Each event listener gets its own copy of the payload."
+  (mevedel-execution-test--with-helper session
+    (let* ((first nil) (second nil)
+           (mevedel-execution-event-functions
+            (list (lambda (type plist)
+                    (when (eq type 'settled)
+                      (setq first plist)
+                      (setf (plist-get (plist-get plist :facts) :status) "mangled")))
+                  (lambda (type plist)
+                    (when (eq type 'settled) (setq second plist))))))
+      (mevedel-execution-test--start session "echo hi")
+      (mevedel-execution-test--wait-until (lambda () (and first second)) "settled events")
+      (should (equal (plist-get (plist-get second :facts) :status) "completed"))
+      (should-not (eq first second)))))
+
+(ert-deftest mevedel-execution-test-helper-death ()
+  "A helper that dies answers pending callbacks as lost, once; the next
+call starts a new helper and reopens the session."
+  (mevedel-execution-test--with-helper session
+    (let* ((obs (mevedel-execution-test--start session "sleep 1000" :yield-time-ms 0))
+           (facts (mevedel-execution-test--facts obs))
+           (id (plist-get facts :execution-id))
+           (proc (jsonrpc--process mevedel-execution--current))
+           (reports 0)
+           (box nil))
+      (unwind-protect
+          (cl-letf* ((orig (symbol-function 'message))
+                     ((symbol-function 'message)
+                      (lambda (fmt &rest args)
+                        (when (and fmt (string-match-p "exited unexpectedly" fmt))
+                          (cl-incf reports))
+                        (apply orig fmt args))))
+            (mevedel-execution-observe session "/root" id (lambda (o) (setq box (list o)))
+                                       :wait-ms 20000)
+            (signal-process proc 'KILL)
+            (mevedel-execution-test--wait-until (lambda () box) "the pending callback")
+            (let ((lost (mevedel-execution-test--facts (car box))))
+              (should (plist-get (car box) :final))
+              (should (equal (plist-get lost :termination) "lost"))
+              (should (equal (plist-get lost :status) "lost"))
+              (should (equal (plist-get lost :execution-id) id)))
+            (mevedel-execution-test--wait-until (lambda () (null mevedel-execution--current))
+                                                "the death to be noticed")
+            (should (= reports 1))
+            ;; The next call starts a fresh helper with the session reopened.
+            (should-not (mevedel-execution-list-user session))
+            (should-not (eq (jsonrpc--process mevedel-execution--current) proc))
+            (let ((again (mevedel-execution-test--start session "echo alive")))
+              (should (equal (plist-get again :output) "alive\n"))))
+        ;; The killed helper could not end its command; the journal-based
+        ;; recovery is another layer's job, so the test cleans up itself.
+        (ignore-errors (signal-process (plist-get facts :pid) 'KILL))))))
+
+(provide 'mevedel-execution-test)
+;;; mevedel-execution-test.el ends here
