@@ -356,22 +356,27 @@ error plist as data.  \\[keyboard-quit] while waiting cancels the
 request in the helper too."
   (let* ((tag (make-symbol "mevedel-execution-call"))
          (timeout (or timeout mevedel-execution-request-timeout))
+         (waiting t)     ; nil once this call has left, answered or not
          handle
          (outcome
-          (catch tag
-            (setq handle
-                  (mevedel-execution--async
-                   conn method params
-                   :on-result (lambda (r) (throw tag (list 'ok r)))
-                   :on-error (lambda (e) (throw tag (list 'error e)))
-                   :on-lost (lambda (why)
-                              (throw tag (list 'error (list :code -1 :kind "lost" :message why))))
-                   :timeout timeout))
-            (condition-case nil
-                (while t (accept-process-output nil 30))
-              (quit
-               (mevedel-execution-abort handle)
-               (signal 'quit nil))))))
+          (unwind-protect
+              (catch tag
+                (setq handle
+                      (mevedel-execution--async
+                       conn method params
+                       :on-result (lambda (r) (when waiting (throw tag (list 'ok r))))
+                       :on-error (lambda (e) (when waiting (throw tag (list 'error e))))
+                       :on-lost (lambda (why)
+                                  (when waiting
+                                    (throw tag (list 'error (list :code -1 :kind "lost" :message why)))))
+                       :timeout timeout))
+                (condition-case nil
+                    (while t (accept-process-output nil 30))
+                  (quit
+                   (mevedel-execution-abort handle)
+                   (signal 'quit nil))))
+            ;; A late answer (after a quit) must not throw to a dead tag.
+            (setq waiting nil))))
     (pcase outcome
       (`(ok ,result) result)
       (`(error ,err)

@@ -58,7 +58,7 @@ type Execution struct {
 	facts   Facts        // guarded by mu
 	proc    Process      // guarded by mu; set once running
 	final   *Observation // guarded by mu; the final observation, once claimed
-	waiting bool         // guarded by mu; a waiting observation is in progress
+	waiter  *waitToken   // guarded by mu; the waiting observation in progress
 	claimed bool         // guarded by mu; someone received the terminal result
 	// inputClosed is set once the input goroutine stopped taking input;
 	// guarded by mu.
@@ -511,20 +511,28 @@ func (e *Execution) observe(ctx context.Context, wait time.Duration, maxChars in
 	return e.liveObservation(maxChars)
 }
 
-// beginWait registers the one waiting observation allowed at a time.
-func (e *Execution) beginWait() error {
+// waitToken marks one waiting observation.
+type waitToken struct{ ctx context.Context }
+
+// beginWait registers the one waiting observation allowed at a time. A
+// wait whose request was cancelled is on its way out and no longer counts,
+// so a client may wait again right after cancelling.
+func (e *Execution) beginWait(ctx context.Context) (*waitToken, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.waiting {
-		return fault.New(fault.Conflict, "execution %s already has a waiting observation", e.id)
+	if e.waiter != nil && e.waiter.ctx.Err() == nil {
+		return nil, fault.New(fault.Conflict, "execution %s already has a waiting observation", e.id)
 	}
-	e.waiting = true
-	return nil
+	e.waiter = &waitToken{ctx: ctx}
+	return e.waiter, nil
 }
 
-func (e *Execution) endWait() {
+// endWait ends the wait of tok, unless another has replaced it.
+func (e *Execution) endWait(tok *waitToken) {
 	e.mu.Lock()
-	e.waiting = false
+	if e.waiter == tok {
+		e.waiter = nil
+	}
 	e.mu.Unlock()
 }
 

@@ -456,8 +456,9 @@ func (s *Session) Observe(ctx context.Context, c Caller, id, chars string, wait 
 	if err != nil {
 		return err
 	}
+	var tok *waitToken
 	if wait > 0 && !e.settledNow() {
-		if err := e.beginWait(); err != nil {
+		if tok, err = e.beginWait(ctx); err != nil {
 			return err
 		}
 	} else {
@@ -467,7 +468,7 @@ func (s *Session) Observe(ctx context.Context, c Caller, id, chars string, wait 
 	if chars != "" {
 		if written, err = e.input(chars); err != nil {
 			if wait > 0 {
-				e.endWait()
+				e.endWait(tok)
 			}
 			return err
 		}
@@ -486,7 +487,7 @@ func (s *Session) Observe(ctx context.Context, c Caller, id, chars string, wait 
 			}
 			if werr != nil {
 				if wait > 0 {
-					e.endWait()
+					e.endWait(tok)
 				}
 				reply(Observation{}, werr)
 				return
@@ -494,7 +495,7 @@ func (s *Session) Observe(ctx context.Context, c Caller, id, chars string, wait 
 		}
 		o := e.observe(ctx, wait, maxChars)
 		if wait > 0 {
-			e.endWait() // before the reply, so the caller's next wait is welcome
+			e.endWait(tok) // before the reply, so the caller's next wait is welcome
 		}
 		reply(o, nil)
 	})

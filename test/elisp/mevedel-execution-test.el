@@ -290,5 +290,77 @@ call starts a new helper and reopens the session."
         ;; recovery is another layer's job, so the test cleans up itself.
         (ignore-errors (signal-process (plist-get facts :pid) 'KILL))))))
 
+(ert-deftest mevedel-execution-test-quit-cancels-a-waiting-call ()
+  "\\[keyboard-quit] during a synchronous wait cancels the request in the helper."
+  (mevedel-execution-test--with-helper session
+    (let* ((obs (mevedel-execution-test--start session "sleep 1000" :yield-time-ms 0))
+           (id (plist-get (mevedel-execution-test--facts obs) :execution-id))
+           (conn (mevedel-execution--ensure session))
+           (params (list :sessionId (mevedel-execution-session-id session)
+                         :executionId id :waitMs 20000))
+           (timer (run-with-timer 0.2 nil (lambda () (signal (quote quit) nil)))))
+      (unwind-protect
+          (should (eq 'quit (condition-case nil
+                                (progn (mevedel-execution--call conn 'exec/observe params 30) 'returned)
+                              (quit 'quit))))
+        (cancel-timer timer))
+      ;; Had the quit left the helper waiting, this second waiting
+      ;; observation would be refused as a conflict.
+      (let ((next (mevedel-execution-test--await
+                   (lambda (cb) (mevedel-execution-observe session "/root" id cb :wait-ms 10)))))
+        (should-not (plist-get next :error))
+        (should (equal (plist-get (mevedel-execution-test--facts next) :state) "running"))))))
+
+(ert-deftest mevedel-execution-test-mailbox-sink-acks-once ()
+  "A delivery reaches the sink once, with an ack that answers once."
+  (mevedel-execution-test--with-helper session
+    (let* ((records nil)
+           (acks 0)
+           (mevedel-execution-mailbox-delivery-function
+            (lambda (record ack)
+              (push record records)
+              (funcall ack)
+              (funcall ack)))          ; a second call must send nothing
+           (params (list :sessionId (mevedel-execution-session-id session)
+                         :owner "/root" :deliveryId "d-1" :kind "EXECUTION"
+                         :attrs (list :executionId "exec-x-000001" :status "completed"
+                                      :exitCode 0 :yielded :json-false))))
+      (clrhash mevedel-execution--deliveries)
+      (cl-letf* ((orig (symbol-function 'mevedel-execution--async))
+                 ((symbol-function 'mevedel-execution--async)
+                  (lambda (conn method params &rest args)
+                    (when (eq method 'mailbox/ack)
+                      (cl-incf acks)
+                      (should (eq (plist-get params :durable) t))
+                      (should (equal (plist-get params :deliveryId) "d-1")))
+                    (apply orig conn method params args))))
+        (mevedel-execution--dispatch-notification nil 'mailbox/deliver params)
+        ;; The helper sends it again (say the first ack was lost): the sink
+        ;; does not see it twice, and the ack is repeated.
+        (mevedel-execution--dispatch-notification nil 'mailbox/deliver params))
+      (should (= (length records) 1))
+      (should (= acks 2))
+      (let ((attrs (plist-get (car records) :attrs)))
+        (should (equal (plist-get attrs :execution-id) "exec-x-000001"))
+        (should (eql (plist-get attrs :exit-code) 0))
+        (should-not (plist-member attrs :json-false))
+        (should-not (plist-get attrs :yielded))))))
+
+(ert-deftest mevedel-execution-test-install-helper ()
+  "The install command builds a working helper from the source tree."
+  :tags '(:slow)
+  (let* ((mevedel-execution-install-directory (make-temp-file "mevedel-ert-install-" t))
+         (built (expand-file-name "mevedel-exec" mevedel-execution-install-directory))
+         (mevedel-execution-program "/nonexistent/mevedel-exec"))
+    (unwind-protect
+        (progn
+          (mevedel-execution-install-helper)
+          (mevedel-execution-test--wait-until
+           (lambda () (not (process-live-p (get-process "mevedel-exec-build"))))
+           "the build")
+          (should (file-executable-p built))
+          (should (equal (mevedel-execution--program) built)))
+      (delete-directory mevedel-execution-install-directory t))))
+
 (provide 'mevedel-execution-test)
 ;;; mevedel-execution-test.el ends here
