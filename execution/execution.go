@@ -422,29 +422,18 @@ func (e *Execution) awaitStart(ctx context.Context, yield *time.Duration, maxCha
 
 // liveObservation returns the unread output so far, consuming it.
 func (e *Execution) liveObservation(maxChars int) Observation {
-	e.obsMu.Lock()
-	defer e.obsMu.Unlock()
-	e.mu.Lock()
-	if e.final != nil {
-		o := *e.final
-		e.mu.Unlock()
-		return o
-	}
-	e.mu.Unlock()
-	o, err := e.sp.ObserveUnread(maxChars, false)
-	if err != nil {
-		logf("execution %s: reading the spool: %v", e.id, err)
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.facts.OmittedBytes += o.Omitted
-	e.changeLocked()
-	return Observation{Output: o.Text, Facts: e.snapshotLocked()}
+	return e.observation(maxChars, false)
 }
 
 // finalObservation returns the terminal result. The first call claims it
 // and consumes the rest of the output; every later call returns the same.
 func (e *Execution) finalObservation(maxChars int) Observation {
+	return e.observation(maxChars, true)
+}
+
+// observation renders and consumes the unread output. Once the final
+// observation exists, it is the answer to every observation.
+func (e *Execution) observation(maxChars int, final bool) Observation {
 	e.obsMu.Lock()
 	defer e.obsMu.Unlock()
 	e.mu.Lock()
@@ -454,7 +443,7 @@ func (e *Execution) finalObservation(maxChars int) Observation {
 		return o
 	}
 	e.mu.Unlock()
-	o, err := e.sp.ObserveUnread(maxChars, true)
+	o, err := e.sp.ObserveUnread(maxChars, final)
 	if err != nil {
 		logf("execution %s: reading the spool: %v", e.id, err)
 	}
@@ -462,9 +451,12 @@ func (e *Execution) finalObservation(maxChars int) Observation {
 	defer e.mu.Unlock()
 	e.facts.OmittedBytes += o.Omitted
 	e.changeLocked()
-	e.final = &Observation{Output: o.Text, Facts: e.snapshotLocked(), Final: true}
-	e.claimed = true
-	return *e.final
+	obs := Observation{Output: o.Text, Facts: e.snapshotLocked(), Final: final}
+	if final {
+		e.final = &obs
+		e.claimed = true
+	}
+	return obs
 }
 
 // admittedNotStarted reports whether the lane admitted the execution but

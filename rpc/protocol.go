@@ -127,8 +127,7 @@ type ExecListResult struct {
 // owner can stop only its own.
 type ExecStopAllParams struct {
 	SessionID string `json:"sessionId"`
-	Owner     string `json:"owner,omitempty"`
-	As        string `json:"as,omitempty"`
+	Authority
 }
 
 type ExecStopAllResult struct {

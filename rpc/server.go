@@ -107,6 +107,8 @@ func (r *reply) ok(result any) { r.send(result, nil) }
 
 func (r *reply) fail(err error) { r.send(nil, err) }
 
+func (r *reply) observation(o execution.Observation) { r.ok(o) }
+
 func (r *reply) send(result any, err error) {
 	if !r.sent.CompareAndSwap(false, true) {
 		r.s.logger.Printf("rpc: BUG: second reply to request %s dropped", r.id)
@@ -296,15 +298,28 @@ func (s *Server) sessionClose(req *jsonrpc2.Request, r *reply) {
 	})
 }
 
-func (s *Server) execStart(req *jsonrpc2.Request, r *reply) {
-	var p ExecStartParams
-	if err := decode(req, &p); err != nil {
-		r.fail(err)
-		return
+// prepare decodes params into p and resolves the caller (from auth) and
+// the session (from sid), which point into p. On failure it replies and
+// returns ok false.
+func (s *Server) prepare(req *jsonrpc2.Request, r *reply, p any, auth *Authority, sid *string) (c execution.Caller, sess *execution.Session, ok bool) {
+	err := decode(req, p)
+	if err == nil {
+		c, err = caller(*auth)
 	}
-	c, err := caller(p.Authority)
+	if err == nil {
+		sess, err = s.session(*sid)
+	}
 	if err != nil {
 		r.fail(err)
+		return c, nil, false
+	}
+	return c, sess, true
+}
+
+func (s *Server) execStart(req *jsonrpc2.Request, r *reply) {
+	var p ExecStartParams
+	c, sess, ok := s.prepare(req, r, &p, &p.Authority, &p.SessionID)
+	if !ok {
 		return
 	}
 	var yield *time.Duration
@@ -318,11 +333,6 @@ func (s *Server) execStart(req *jsonrpc2.Request, r *reply) {
 			yield = &d
 		}
 	}
-	sess, err := s.session(p.SessionID)
-	if err != nil {
-		r.fail(err)
-		return
-	}
 	ctx := s.cancellable(req.ID)
 	e, err := sess.Start(c, execution.StartParams{
 		Command: p.Command, Cwd: p.Cwd, TTY: p.TTY, Lane: p.Lane, Env: p.Env, Label: p.Label, ToolUseID: p.ToolUseID,
@@ -331,31 +341,21 @@ func (s *Server) execStart(req *jsonrpc2.Request, r *reply) {
 		r.fail(err)
 		return
 	}
-	sess.AwaitStart(ctx, e, yield, p.MaxOutputChars, func(o execution.Observation) { r.ok(o) })
+	sess.AwaitStart(ctx, e, yield, p.MaxOutputChars, r.observation)
 }
 
 func (s *Server) execObserve(req *jsonrpc2.Request, r *reply) {
 	var p ExecObserveParams
-	if err := decode(req, &p); err != nil {
-		r.fail(err)
-		return
-	}
-	c, err := caller(p.Authority)
-	if err != nil {
-		r.fail(err)
+	c, sess, ok := s.prepare(req, r, &p, &p.Authority, &p.SessionID)
+	if !ok {
 		return
 	}
 	if p.WaitMs < 0 {
 		r.fail(fault.New(fault.InvalidParams, "waitMs must not be negative"))
 		return
 	}
-	sess, err := s.session(p.SessionID)
-	if err != nil {
-		r.fail(err)
-		return
-	}
 	ctx := s.cancellable(req.ID)
-	err = sess.Observe(ctx, c, p.ExecutionID, p.Chars, time.Duration(min(p.WaitMs, maxWaitMs))*time.Millisecond, p.MaxOutputChars,
+	err := sess.Observe(ctx, c, p.ExecutionID, p.Chars, time.Duration(min(p.WaitMs, maxWaitMs))*time.Millisecond, p.MaxOutputChars,
 		func(o execution.Observation, err error) {
 			if err != nil {
 				r.fail(err)
@@ -370,39 +370,19 @@ func (s *Server) execObserve(req *jsonrpc2.Request, r *reply) {
 
 func (s *Server) execStop(req *jsonrpc2.Request, r *reply) {
 	var p ExecStopParams
-	if err := decode(req, &p); err != nil {
-		r.fail(err)
+	c, sess, ok := s.prepare(req, r, &p, &p.Authority, &p.SessionID)
+	if !ok {
 		return
 	}
-	c, err := caller(p.Authority)
-	if err != nil {
-		r.fail(err)
-		return
-	}
-	sess, err := s.session(p.SessionID)
-	if err != nil {
-		r.fail(err)
-		return
-	}
-	if err := sess.Stop(c, p.ExecutionID, p.MaxOutputChars, func(o execution.Observation) { r.ok(o) }); err != nil {
+	if err := sess.Stop(c, p.ExecutionID, p.MaxOutputChars, r.observation); err != nil {
 		r.fail(err)
 	}
 }
 
 func (s *Server) execInterrupt(req *jsonrpc2.Request, r *reply) {
 	var p ExecInterruptParams
-	if err := decode(req, &p); err != nil {
-		r.fail(err)
-		return
-	}
-	c, err := caller(p.Authority)
-	if err != nil {
-		r.fail(err)
-		return
-	}
-	sess, err := s.session(p.SessionID)
-	if err != nil {
-		r.fail(err)
+	c, sess, ok := s.prepare(req, r, &p, &p.Authority, &p.SessionID)
+	if !ok {
 		return
 	}
 	f, err := sess.Interrupt(c, p.ExecutionID)
@@ -415,18 +395,8 @@ func (s *Server) execInterrupt(req *jsonrpc2.Request, r *reply) {
 
 func (s *Server) execList(req *jsonrpc2.Request, r *reply) {
 	var p ExecListParams
-	if err := decode(req, &p); err != nil {
-		r.fail(err)
-		return
-	}
-	c, err := caller(p.Authority)
-	if err != nil {
-		r.fail(err)
-		return
-	}
-	sess, err := s.session(p.SessionID)
-	if err != nil {
-		r.fail(err)
+	c, sess, ok := s.prepare(req, r, &p, &p.Authority, &p.SessionID)
+	if !ok {
 		return
 	}
 	r.ok(ExecListResult{Executions: sess.List(c)})
@@ -434,18 +404,8 @@ func (s *Server) execList(req *jsonrpc2.Request, r *reply) {
 
 func (s *Server) execStopAll(req *jsonrpc2.Request, r *reply) {
 	var p ExecStopAllParams
-	if err := decode(req, &p); err != nil {
-		r.fail(err)
-		return
-	}
-	c, err := caller(Authority{Owner: p.Owner, As: p.As})
-	if err != nil {
-		r.fail(err)
-		return
-	}
-	sess, err := s.session(p.SessionID)
-	if err != nil {
-		r.fail(err)
+	c, sess, ok := s.prepare(req, r, &p, &p.Authority, &p.SessionID)
+	if !ok {
 		return
 	}
 	sess.StopAll(c, func(n int) { r.ok(ExecStopAllResult{Stopped: n}) })

@@ -377,8 +377,9 @@ func TestPipeInput(t *testing.T) {
 	if !strings.Contains(e.Message, "tty") {
 		t.Fatalf("refusal does not say to use tty: %q", e.Message)
 	}
-	s.mustObserve(id, map[string]any{"chars": "\u0003"})
+	typed := s.mustObserve(id, map[string]any{"chars": "\u0003"})
 	out, final := s.waitFinal(id, nil)
+	out = typed.Output + out
 	f := final.Facts
 	if !strings.Contains(out, "got-int") || f.Termination != execution.Exited || f.ExitCode == nil || *f.ExitCode != 130 || f.Signal != "" {
 		t.Fatalf("trapped Ctrl-C is an exit 130: %q %+v", out, f)
