@@ -41,5 +41,9 @@ test-elisp: build
 bench: build
 	$(GO) run ./test/bench spool
 
+# Emacs's main thread while a command prints 64 MiB: facade vs make-process.
+bench-emacs: build
+	emacs --batch -Q -L elisp -l test/bench/emacs/heartbeat.el
+
 clean:
 	rm -rf bin elisp/*.elc

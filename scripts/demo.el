@@ -11,6 +11,8 @@
 
 (require 'mevedel-execution)
 
+(defvar demo--failed nil "Non-nil when the demo hit an error.")
+
 (defun demo--say (fmt &rest args)
   "Print FMT with ARGS on standard output."
   (princ (concat (apply #'format fmt args) "\n")))
@@ -47,8 +49,11 @@
        (session (mevedel-execution-open-session "demo" state-dir))
        (command "for i in 1 2 3 4 5; do echo \"step $i of 5\"; sleep 0.4; done; echo done")
        (obs nil))
+  ;; An error is caught here: in batch mode an uncaught one would leave
+  ;; through the debugger before the cleanup below ran.
   (unwind-protect
-      (progn
+      (condition-case err
+       (progn
         (demo--say "mevedel-exec demo: a session in %s" state-dir)
         (demo--say "\n$ %s   (yield after 700 ms)" command)
         (setq obs (demo--await
@@ -80,7 +85,11 @@
                                (lambda (cb) (mevedel-execution-start-bash cb :session session :command "sleep 5 &")))
                               :error)))
           (demo--say "refused (%s): %s" (plist-get err :kind) (plist-get err :message))))
+       (error (demo--say "demo failed: %s" (error-message-string err))
+              (setq demo--failed t)))
     (mevedel-execution-teardown-all)
     (delete-directory state-dir t)))
+
+(kill-emacs (if demo--failed 1 0))
 
 ;;; demo.el ends here
