@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/creack/pty v1.1.24
+	github.com/klauspost/compress v1.18.7
 	github.com/sourcegraph/jsonrpc2 v0.2.3
 	golang.org/x/sys v0.50.0
 	mvdan.cc/sh/v3 v3.14.1

@@ -165,10 +165,15 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 		env:      newLoginEnv(life, m.bash),
 		runner:   m.runner,
 		execs:    map[string]*Execution{},
+		owners:   map[string]string{},
+		dir:      spool.NewDir(stateDir),
+		retireQ:  make(chan string),
+		closed:   make(chan struct{}),
 	}
 	m.sessions[id] = s
 	// Warm the login environment now, so the first command need not wait.
 	s.Go(func() { s.env.Get(life) })
+	s.Go(s.retirer)
 	return SessionInfo{SessionID: id, StateDir: stateDir, IDPrefix: s.prefix, Recovered: []Facts{}}, nil
 }
 
@@ -296,7 +301,12 @@ type Session struct {
 	sched    scheduler
 	wg       sync.WaitGroup // run goroutines and waiting requests
 
+	dir     *spool.Dir    // immutable; logical views of the logs
+	retireQ chan string   // logs to compress, for the retirer
+	closed  chan struct{} // closed once, when the session begins to close
+
 	mu      sync.Mutex
+	owners  map[string]string     // guarded by mu; owner of every execution of this open
 	execs   map[string]*Execution // guarded by mu; live and retained
 	counter int                   // guarded by mu
 	closing bool                  // guarded by mu
@@ -417,6 +427,7 @@ func (s *Session) Start(c Caller, p StartParams) (*Execution, error) {
 	}
 	e.ticket = s.sched.enqueue(lane)
 	s.execs[id] = e
+	s.owners[id] = c.owner()
 	s.wg.Add(1)
 	go e.run()
 	s.changed()
@@ -601,6 +612,9 @@ func (s *Session) StopAll(c Caller, reply func(int)) {
 // (session-ended) and any login-environment capture. It does not block.
 func (s *Session) beginClose() {
 	s.mu.Lock()
+	if !s.closing {
+		close(s.closed)
+	}
 	s.closing = true
 	for _, e := range s.execs {
 		e.cancel(&stopCause{term: SessionEnded, reason: "the session was closed"})
@@ -646,11 +660,16 @@ func (s *Session) settled(e *Execution, f Facts) {
 			return
 		}
 		s.mu.Lock()
-		if s.execs[e.id] == e {
+		removed := s.execs[e.id] == e
+		if removed {
 			delete(s.execs, e.id)
 			close(e.retired)
 		}
 		s.mu.Unlock()
+		if removed {
+			// Nobody can poll it any more: its log may be compressed.
+			s.retireLater(e, f.EndedAt.Time)
+		}
 	})
 }
 

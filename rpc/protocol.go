@@ -31,6 +31,10 @@ const (
 	MethodExecStopAll   = "exec/stopAll"
 	MethodExecAnalyze   = "exec/analyze"
 	MethodCancelRequest = "$/cancelRequest"
+	MethodSpoolRead     = "spool/read"
+	MethodSpoolGrep     = "spool/grep"
+	MethodSpoolGlob     = "spool/glob"
+	MethodSpoolStat     = "spool/stat"
 )
 
 // Notifications: helper → Emacs.
@@ -163,6 +167,42 @@ type ChangedParams struct {
 type SettledParams struct {
 	SessionID string          `json:"sessionId"`
 	Facts     execution.Facts `json:"facts"`
+}
+
+type SpoolReadParams struct {
+	SessionID string `json:"sessionId"`
+	Authority
+	Address string `json:"address"`
+	Offset  int64  `json:"offset,omitempty"`
+	Length  int64  `json:"length,omitempty"`
+	Line    int64  `json:"line,omitempty"`
+	Lines   int64  `json:"lines,omitempty"`
+}
+
+type SpoolGrepParams struct {
+	SessionID string `json:"sessionId"`
+	Authority
+	Pattern    string   `json:"pattern"`
+	Glob       string   `json:"glob,omitempty"`
+	Addresses  []string `json:"addresses,omitempty"`
+	MaxMatches int      `json:"maxMatches,omitempty"`
+	Context    int      `json:"context,omitempty"`
+}
+
+type SpoolGlobParams struct {
+	SessionID string `json:"sessionId"`
+	Authority
+	Pattern string `json:"pattern,omitempty"`
+}
+
+type SpoolGlobResult struct {
+	Addresses []string `json:"addresses"`
+}
+
+type SpoolStatParams struct {
+	SessionID string `json:"sessionId"`
+	Authority
+	Address string `json:"address"`
 }
 
 // Empty is the {} result.

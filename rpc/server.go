@@ -199,6 +199,10 @@ func init() {
 		MethodExecList:      (*Server).execList,
 		MethodExecStopAll:   (*Server).execStopAll,
 		MethodExecAnalyze:   (*Server).execAnalyze,
+		MethodSpoolRead:     (*Server).spoolRead,
+		MethodSpoolGrep:     (*Server).spoolGrep,
+		MethodSpoolGlob:     (*Server).spoolGlob,
+		MethodSpoolStat:     (*Server).spoolStat,
 	}
 }
 
@@ -423,4 +427,70 @@ func (s *Server) execAnalyze(req *jsonrpc2.Request, r *reply) {
 	}
 	res := analyze.Command(p.Command)
 	r.ok(ExecAnalyzeResult{Class: string(res.Class), Reasons: res.Reasons})
+}
+
+// Reads and greps may inflate and scan much of a log: they run on a
+// session goroutine, never on the read loop.
+
+func (s *Server) spoolRead(req *jsonrpc2.Request, r *reply) {
+	var p SpoolReadParams
+	c, sess, ok := s.prepare(req, r, &p, &p.Authority, &p.SessionID)
+	if !ok {
+		return
+	}
+	sess.Go(func() {
+		res, err := sess.ReadLog(c, p.Address, p.Offset, p.Length, p.Line, p.Lines)
+		if err != nil {
+			r.fail(err)
+			return
+		}
+		r.ok(res)
+	})
+}
+
+func (s *Server) spoolGrep(req *jsonrpc2.Request, r *reply) {
+	var p SpoolGrepParams
+	c, sess, ok := s.prepare(req, r, &p, &p.Authority, &p.SessionID)
+	if !ok {
+		return
+	}
+	ctx := s.cancellable(req.ID)
+	sess.Go(func() {
+		res, err := sess.GrepLogs(ctx, c, execution.GrepParams{
+			Pattern: p.Pattern, Glob: p.Glob, Addresses: p.Addresses, MaxMatches: p.MaxMatches, Context: p.Context,
+		})
+		if err != nil {
+			r.fail(err)
+			return
+		}
+		r.ok(res)
+	})
+}
+
+func (s *Server) spoolGlob(req *jsonrpc2.Request, r *reply) {
+	var p SpoolGlobParams
+	c, sess, ok := s.prepare(req, r, &p, &p.Authority, &p.SessionID)
+	if !ok {
+		return
+	}
+	addrs, err := sess.GlobLogs(c, p.Pattern)
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	r.ok(SpoolGlobResult{Addresses: addrs})
+}
+
+func (s *Server) spoolStat(req *jsonrpc2.Request, r *reply) {
+	var p SpoolStatParams
+	c, sess, ok := s.prepare(req, r, &p, &p.Authority, &p.SessionID)
+	if !ok {
+		return
+	}
+	st, err := sess.StatLog(c, p.Address)
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	r.ok(st)
 }

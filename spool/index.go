@@ -1,0 +1,245 @@
+package spool
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"io"
+	"os"
+	"sort"
+	"sync"
+
+	"github.com/klauspost/compress/gzip"
+)
+
+// A retired log is a sequence of independent gzip members, each holding
+// about DefaultMemberBytes of the log, so any range can be read by
+// inflating only the members that cover it. The sidecar index (.gzi) says
+// where each member starts:
+//
+//	offset  size  field
+//	0       8     magic "MVGZI\x00\x00\x01" (the last byte is the version)
+//	8       8     logical (uncompressed) size
+//	16      8     size of the .gz file
+//	24      32    SHA-256 of the logical content
+//	56      4     member count N
+//	60      16*N  per member: compressed offset, logical offset
+//	60+16N  4     CRC-32 (IEEE) of all the bytes before it
+//
+// All integers are little-endian. The index is only an accelerator: when it
+// is missing or does not match the .gz file, readers rebuild it in memory
+// by scanning the members, so nothing is lost with it.
+
+var gziMagic = [8]byte{'M', 'V', 'G', 'Z', 'I', 0, 0, 1}
+
+const (
+	gziHeader = 60
+	// maxIndexBytes bounds what is read as an index: far more members than
+	// a MaxRetireBytes log can have at any member size worth using.
+	maxIndexBytes = 1 << 20
+)
+
+// member is where one gzip member starts, in the .gz file and in the log.
+type member struct {
+	comp    int64
+	logical int64
+}
+
+// gzIndex describes one retired log.
+type gzIndex struct {
+	size     int64 // logical bytes
+	compSize int64 // .gz bytes
+	sum      [32]byte
+	members  []member
+}
+
+func (x *gzIndex) encode() []byte {
+	b := make([]byte, 0, gziHeader+16*len(x.members)+4)
+	b = append(b, gziMagic[:]...)
+	b = binary.LittleEndian.AppendUint64(b, uint64(x.size))
+	b = binary.LittleEndian.AppendUint64(b, uint64(x.compSize))
+	b = append(b, x.sum[:]...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(x.members)))
+	for _, m := range x.members {
+		b = binary.LittleEndian.AppendUint64(b, uint64(m.comp))
+		b = binary.LittleEndian.AppendUint64(b, uint64(m.logical))
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
+}
+
+var errBadIndex = errors.New("malformed index")
+
+func decodeIndex(b []byte) (*gzIndex, error) {
+	if len(b) < gziHeader+4 || !bytes.Equal(b[:8], gziMagic[:]) {
+		return nil, errBadIndex
+	}
+	body := b[:len(b)-4]
+	if crc32.ChecksumIEEE(body) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
+		return nil, errBadIndex
+	}
+	x := &gzIndex{
+		size:     int64(binary.LittleEndian.Uint64(b[8:])),
+		compSize: int64(binary.LittleEndian.Uint64(b[16:])),
+	}
+	copy(x.sum[:], b[24:56])
+	n := binary.LittleEndian.Uint32(b[56:])
+	if uint64(len(body)-gziHeader) != 16*uint64(n) {
+		return nil, errBadIndex
+	}
+	x.members = make([]member, n)
+	for i := range x.members {
+		o := gziHeader + 16*i
+		x.members[i] = member{
+			comp:    int64(binary.LittleEndian.Uint64(body[o:])),
+			logical: int64(binary.LittleEndian.Uint64(body[o+8:])),
+		}
+	}
+	if err := x.check(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// check makes sure the members tile the log and are in order in the .gz
+// file: the first starts the log, each one starts strictly after the one
+// before and before the end. Readers rely on it for their arithmetic.
+func (x *gzIndex) check() error {
+	if x.size < 0 || x.compSize < 0 || (len(x.members) == 0) != (x.size == 0) {
+		return errBadIndex
+	}
+	for i, m := range x.members {
+		if i == 0 && (m.comp < 0 || m.logical != 0) {
+			return errBadIndex
+		}
+		if i > 0 && (m.comp <= x.members[i-1].comp || m.logical <= x.members[i-1].logical) {
+			return errBadIndex
+		}
+		if m.comp >= x.compSize || m.logical >= x.size {
+			return errBadIndex
+		}
+	}
+	return nil
+}
+
+// span returns member i's ranges in the .gz file and in the log.
+func (x *gzIndex) span(i int) (compFrom, compTo, from, to int64) {
+	m := x.members[i]
+	compTo, to = x.compSize, x.size
+	if i+1 < len(x.members) {
+		compTo, to = x.members[i+1].comp, x.members[i+1].logical
+	}
+	return m.comp, compTo, m.logical, to
+}
+
+// find returns the member holding logical offset off (0 <= off < size).
+func (x *gzIndex) find(off int64) int {
+	return sort.Search(len(x.members), func(i int) bool { return x.members[i].logical > off }) - 1
+}
+
+// loadIndex returns the index of the open .gz file gz (of compSize bytes):
+// the sidecar at gziPath when it is sound and made for this file, else one
+// rebuilt by scanning the members.
+func loadIndex(gz *os.File, compSize int64, gziPath string) (*gzIndex, error) {
+	if b, err := readSmall(gziPath, maxIndexBytes); err == nil {
+		if x, err := decodeIndex(b); err == nil && x.compSize == compSize {
+			return x, nil
+		}
+	}
+	return scanMembers(gz, compSize)
+}
+
+// readSmall reads a regular file of at most limit bytes, not following a
+// symbolic link.
+func readSmall(path string, limit int64) ([]byte, error) {
+	f, st, err := openNoFollow(path, path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st.Size() > limit {
+		return nil, errBadIndex
+	}
+	return io.ReadAll(io.LimitReader(f, limit))
+}
+
+// scanMembers rebuilds an index by inflating every member of r in turn. It
+// costs a full inflation, so it only runs when the sidecar is unusable. The
+// SHA-256 is left zero: nothing reads it back.
+func scanMembers(r io.ReaderAt, compSize int64) (*gzIndex, error) {
+	cr := &countingReader{r: bufio.NewReaderSize(io.NewSectionReader(r, 0, compSize), 64<<10)}
+	x := &gzIndex{compSize: compSize}
+	var zr gzip.Reader
+	for cr.n < compSize {
+		start := cr.n
+		// cr is an io.ByteReader, so the reader takes bytes from it
+		// exactly and cr.n stays at the end of each member.
+		if err := zr.Reset(cr); err != nil {
+			return nil, err
+		}
+		zr.Multistream(false)
+		n, err := io.Copy(io.Discard, &zr)
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			continue // an empty member adds nothing to the log
+		}
+		x.members = append(x.members, member{comp: start, logical: x.size})
+		x.size += n
+	}
+	if err := x.check(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// countingReader counts the bytes taken from a buffered reader.
+type countingReader struct {
+	r *bufio.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingReader) ReadByte() (byte, error) {
+	b, err := c.r.ReadByte()
+	if err == nil {
+		c.n++
+	}
+	return b, err
+}
+
+// inflater is a reusable gzip reader over a buffered section of a file.
+type inflater struct {
+	br *bufio.Reader
+	zr gzip.Reader
+}
+
+var inflaters = sync.Pool{New: func() any {
+	return &inflater{br: bufio.NewReaderSize(nil, 32<<10)}
+}}
+
+// openMember returns an inflater positioned at the start of the member
+// stored in r at [from,to). Close it when done.
+func openMember(r io.ReaderAt, from, to int64) (*inflater, error) {
+	in := inflaters.Get().(*inflater)
+	in.br.Reset(io.NewSectionReader(r, from, to-from))
+	if err := in.zr.Reset(in.br); err != nil {
+		in.close()
+		return nil, err
+	}
+	in.zr.Multistream(false)
+	return in, nil
+}
+
+// close returns the inflater to the pool, letting go of the file.
+func (in *inflater) close() {
+	in.br.Reset(nil)
+	inflaters.Put(in)
+}

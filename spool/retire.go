@@ -1,0 +1,495 @@
+package spool
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+
+	"github.com/mevedel/mevedel-exec/internal/fault"
+)
+
+const (
+	// MinRetireBytes and MaxRetireBytes bound the raw logs Retire
+	// compresses; smaller and larger ones are skipped.
+	MinRetireBytes = 64 << 10
+	MaxRetireBytes = 64 << 20
+	// DefaultMemberBytes is how much of the log each gzip member holds.
+	DefaultMemberBytes = 1 << 20
+)
+
+// RetireOptions tunes Retire; the zero value is the normal setting.
+type RetireOptions struct {
+	// MemberBytes is the input size of each gzip member; <= 0 means
+	// DefaultMemberBytes. Smaller members make range reads cheaper and
+	// compression slightly worse.
+	MemberBytes int
+	// Workers is how many members are compressed (and verified) at once;
+	// <= 0 means min(2, GOMAXPROCS).
+	Workers int
+}
+
+// RetireResult says what Retire did.
+type RetireResult struct {
+	// Retired is true when this call replaced the raw log by a verified
+	// compressed copy. When false with a nil error, Reason says why the
+	// log was left as it is (too small, too large, not smaller, already
+	// retired, already being retired).
+	Retired bool
+	Reason  string
+	// RawBytes is the raw log's size (0 when it was not looked at);
+	// GzipBytes the compressed copy's, index included, when one was made.
+	RawBytes  int64
+	GzipBytes int64
+	Members   int
+	// RawRemoved is false for a retired log while a reader's lease keeps
+	// the raw file; it is removed when the last lease is released.
+	RawRemoved bool
+}
+
+// Retire replaces a settled raw log by a compressed copy that any gzip
+// reader can read, if that is worth it, without ever losing a byte. The log
+// must no longer be written; Retire checks that it did not change while it
+// worked, but it cannot know that no writer is left.
+//
+// The log is compressed at gzip level 1 as independent members of
+// MemberBytes of input each (in parallel) into <id>.log.gz.tmp, which is
+// kept only when it saves at least a third of the raw size (so random-looking
+// output, base64 included, stays raw) and when inflating it back gives the
+// raw length and SHA-256. Then the index <id>.log.gzi and the .gz take their
+// places and the raw file is removed, or, while a reader holds a lease on
+// the log, left for the last lease's release to remove. Any failure keeps
+// the raw file and removes the temporary files; a failed verification is a
+// fault.IO error saying why.
+func (d *Dir) Retire(name string, opts RetireOptions) (RetireResult, error) {
+	name, err := ParseAddress(name)
+	if err != nil {
+		return RetireResult{}, err
+	}
+	if err := d.checkExecDir(); err != nil {
+		return RetireResult{}, err
+	}
+	p := d.paths(name)
+
+	leases.mu.Lock()
+	e := leases.entry(p.raw)
+	switch {
+	case e.retiring:
+		leases.mu.Unlock()
+		return RetireResult{Reason: "already being retired"}, nil
+	case e.pending != nil:
+		leases.mu.Unlock()
+		return RetireResult{Reason: "already retired; the raw file waits for its readers"}, nil
+	}
+	e.retiring = true
+	leases.mu.Unlock()
+	defer func() {
+		leases.mu.Lock()
+		e.retiring = false
+		leases.tidy(p.raw, e)
+		leases.mu.Unlock()
+	}()
+
+	raw, st, err := openNoFollow(p.raw, name)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			if g, gerr := os.Lstat(p.gz); gerr == nil && g.Mode().IsRegular() {
+				return RetireResult{Reason: "already retired"}, nil
+			}
+			return RetireResult{}, notFound(name)
+		}
+		return RetireResult{}, err
+	}
+	defer raw.Close()
+	res := RetireResult{RawBytes: st.Size()}
+	switch size := st.Size(); {
+	case size < MinRetireBytes:
+		res.Reason = fmt.Sprintf("too small: %d bytes, retirement starts at %d", size, MinRetireBytes)
+		return res, nil
+	case size > MaxRetireBytes:
+		res.Reason = fmt.Sprintf("too large: %d bytes, retirement stops at %d", size, MaxRetireBytes)
+		return res, nil
+	}
+
+	memberBytes := opts.MemberBytes
+	if memberBytes <= 0 {
+		memberBytes = DefaultMemberBytes
+	}
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = min(2, runtime.GOMAXPROCS(0))
+	}
+
+	// Leftovers of an interrupted retirement are ours to clear.
+	os.Remove(p.tmp)
+	os.Remove(p.gziTmp)
+	tmp, err := createPrivate(p.tmp)
+	if err != nil {
+		return res, err
+	}
+	kept := false
+	defer func() {
+		if tmp != nil {
+			tmp.Close()
+		}
+		if !kept {
+			os.Remove(p.tmp)
+			os.Remove(p.gziTmp)
+		}
+	}()
+
+	x, err := compressLog(raw, st.Size(), tmp, memberBytes, workers)
+	if err != nil {
+		return res, fault.New(fault.IO, "spool: retire %s: %v; raw kept", name, err)
+	}
+	if err := stillSame(raw, p.raw, st); err != nil {
+		return res, fault.New(fault.IO, "spool: retire %s: %v; raw kept", name, err)
+	}
+	idx := x.encode()
+	res.GzipBytes = x.compSize + int64(len(idx))
+	res.Members = len(x.members)
+	if limit := st.Size() - st.Size()/3; res.GzipBytes > limit {
+		res.Reason = fmt.Sprintf("not smaller: compresses to %d of %d bytes, and retirement needs a saving of at least a third", res.GzipBytes, st.Size())
+		return res, nil
+	}
+	// The copy carries the log's time, for whatever ages logs by it
+	// (best effort: a copy with a new time loses nothing).
+	os.Chtimes(p.tmp, time.Time{}, st.ModTime())
+	// Flush the copy while verifying it: verification reads it back
+	// through the page cache on its own descriptor.
+	synced := make(chan error, 1)
+	go func(f *os.File) { synced <- f.Sync() }(tmp)
+	verr := d.verify(p.tmp, x, workers)
+	serr := <-synced
+	cerr := tmp.Close()
+	tmp = nil
+	switch {
+	case verr != nil:
+		return res, fault.New(fault.IO, "spool: retire %s: verification failed: %v; raw kept", name, verr)
+	case serr != nil:
+		return res, ioErr("sync", p.tmp, serr)
+	case cerr != nil:
+		return res, ioErr("close", p.tmp, cerr)
+	}
+	if err := stillSame(raw, p.raw, st); err != nil {
+		return res, fault.New(fault.IO, "spool: retire %s: %v; raw kept", name, err)
+	}
+	if err := writeFileSync(p.gziTmp, idx); err != nil {
+		return res, err
+	}
+	if err := os.Rename(p.gziTmp, p.gzi); err != nil {
+		return res, ioErr("rename", p.gziTmp, err)
+	}
+	if err := os.Rename(p.tmp, p.gz); err != nil {
+		os.Remove(p.gzi)
+		return res, ioErr("rename", p.tmp, err)
+	}
+	kept = true
+	if err := syncDir(d.execDir); err != nil {
+		return res, err
+	}
+	res.Retired = true
+
+	leases.mu.Lock()
+	if e.n > 0 {
+		e.pending, e.gz = st, p.gz
+		leases.mu.Unlock()
+		return res, nil
+	}
+	removed, err := removeRaw(p.raw, p.gz, st)
+	leases.mu.Unlock()
+	if removed != nil {
+		removed.Close()
+	}
+	if err != nil {
+		// The compressed copy is sound and the raw file, still
+		// preferred by readers, stays; a later Retire tries again.
+		return res, fault.New(fault.IO, "spool: retire %s: remove raw: %v", name, err)
+	}
+	res.RawRemoved = true
+	return res, syncDir(d.execDir)
+}
+
+// verify runs the test hook, if any, then verifyLog.
+func (d *Dir) verify(path string, x *gzIndex, workers int) error {
+	if d.beforeVerify != nil {
+		if err := d.beforeVerify(path); err != nil {
+			return err
+		}
+	}
+	return verifyLog(path, x, workers)
+}
+
+// stillSame checks that the raw file was not written, replaced or moved
+// while it was being compressed.
+func stillSame(f *os.File, path string, was os.FileInfo) error {
+	now, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !unchanged(now, was) {
+		return errors.New("raw file changed while it was being compressed")
+	}
+	if now, err = os.Lstat(path); err != nil || !unchanged(now, was) {
+		return errors.New("raw file was replaced while it was being compressed")
+	}
+	return nil
+}
+
+func writeFileSync(path string, b []byte) error {
+	f, err := createPrivate(path)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return ioErr("write", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return ioErr("sync", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return ioErr("close", path, err)
+	}
+	return nil
+}
+
+// compressLog writes the first size bytes of raw to dst as gzip members of
+// memberBytes input each, compressing on workers goroutines and writing in
+// order, and returns their index (with the content's SHA-256).
+func compressLog(raw io.ReaderAt, size int64, dst io.Writer, memberBytes, workers int) (*gzIndex, error) {
+	n := int((size + int64(memberBytes) - 1) / int64(memberBytes))
+	x := &gzIndex{size: size, members: make([]member, 0, n)}
+	h := sha256.New()
+
+	type chunk struct {
+		in  []byte
+		out *bytes.Buffer
+	}
+	work := func(w, i int) (chunk, error) {
+		off := int64(i) * int64(memberBytes)
+		in := getBuf(min(int64(memberBytes), size-off))
+		if got, err := raw.ReadAt(in, off); got < len(in) {
+			putBuf(in)
+			if err == io.EOF {
+				err = errors.New("raw file shrank while it was being compressed")
+			}
+			return chunk{}, err
+		}
+		out := buffers.Get().(*bytes.Buffer)
+		out.Reset()
+		zw := gzipWriters.Get().(*gzip.Writer)
+		defer gzipWriters.Put(zw)
+		zw.Reset(out)
+		_, err := zw.Write(in)
+		if err == nil {
+			err = zw.Close()
+		}
+		if err != nil {
+			putBuf(in)
+			buffers.Put(out)
+			return chunk{}, err
+		}
+		return chunk{in, out}, nil
+	}
+	consume := func(i int, c chunk) error {
+		h.Write(c.in)
+		x.members = append(x.members, member{comp: x.compSize, logical: int64(i) * int64(memberBytes)})
+		if _, err := dst.Write(c.out.Bytes()); err != nil {
+			return err
+		}
+		x.compSize += int64(c.out.Len())
+		putBuf(c.in)
+		buffers.Put(c.out)
+		return nil
+	}
+	if err := inOrder(n, workers, work, consume); err != nil {
+		return nil, err
+	}
+	h.Sum(x.sum[:0])
+	return x, nil
+}
+
+// verifyLog inflates the compressed file at path member by member (on
+// workers goroutines, hashing in order) and checks that it is exactly the
+// members of x, end to end, and gives x.size bytes with SHA-256 x.sum. Each
+// member must end exactly where the next begins, so any gzip reader sees
+// the same bytes.
+func verifyLog(path string, x *gzIndex, workers int) error {
+	f, st, err := openNoFollow(path, path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if st.Size() != x.compSize {
+		return fmt.Errorf("compressed file is %d bytes, %d were written", st.Size(), x.compSize)
+	}
+	if err := x.check(); err != nil || (len(x.members) > 0 && x.members[0].comp != 0) {
+		return errors.New("members do not tile the file")
+	}
+	zrs := make([]*gzip.Reader, workers)
+	brs := make([]*bytes.Reader, workers)
+	h := sha256.New()
+	var total int64
+
+	type chunk struct{ comp, out []byte }
+	work := func(w, i int) (chunk, error) {
+		compFrom, compTo, from, to := x.span(i)
+		comp := getBuf(compTo - compFrom)
+		if _, err := f.ReadAt(comp, compFrom); err != nil {
+			putBuf(comp)
+			return chunk{}, fmt.Errorf("member %d: %w", i, err)
+		}
+		out := getBuf(to - from)
+		fail := func(err error) (chunk, error) {
+			putBuf(comp)
+			putBuf(out)
+			return chunk{}, fmt.Errorf("member %d: %w", i, err)
+		}
+		if brs[w] == nil {
+			brs[w] = new(bytes.Reader)
+		}
+		br := brs[w]
+		br.Reset(comp)
+		zr := zrs[w]
+		if zr == nil {
+			zr = new(gzip.Reader)
+			zrs[w] = zr
+		}
+		if err := zr.Reset(br); err != nil {
+			return fail(err)
+		}
+		zr.Multistream(false)
+		if _, err := io.ReadFull(zr, out); err != nil {
+			return fail(err)
+		}
+		// The member must end here: this read checks its trailer (CRC-32
+		// and length) and finds no more data.
+		var one [1]byte
+		if n, err := zr.Read(one[:]); n != 0 || err != io.EOF {
+			if err == nil || err == io.EOF {
+				err = errors.New("inflates to more than indexed")
+			}
+			return fail(err)
+		}
+		if br.Len() != 0 {
+			return fail(fmt.Errorf("%d stray bytes after it", br.Len()))
+		}
+		return chunk{comp, out}, nil
+	}
+	consume := func(_ int, c chunk) error {
+		h.Write(c.out)
+		total += int64(len(c.out))
+		putBuf(c.comp)
+		putBuf(c.out)
+		return nil
+	}
+	if err := inOrder(len(x.members), workers, work, consume); err != nil {
+		return err
+	}
+	var sum [32]byte
+	h.Sum(sum[:0])
+	if total != x.size {
+		return fmt.Errorf("inflates to %d bytes, the raw log has %d", total, x.size)
+	}
+	if sum != x.sum {
+		return errors.New("SHA-256 of the inflated content differs from the raw log's")
+	}
+	return nil
+}
+
+// inOrder runs work(w, i) for every i in [0,n) on up to workers goroutines
+// (w numbers the goroutine, for per-goroutine state) and passes the results
+// to consume in order of i, on the calling goroutine. At most workers+2
+// results are pending at any time, which bounds memory. The first error
+// stops the run; inOrder returns once every goroutine has finished.
+func inOrder[T any](n, workers int, work func(w, i int) (T, error), consume func(i int, r T) error) error {
+	if n == 0 {
+		return nil
+	}
+	workers = max(1, min(workers, n))
+	type slot struct {
+		i    int
+		r    T
+		err  error
+		done chan struct{}
+	}
+	order := make(chan *slot, workers)
+	tasks := make(chan *slot)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1 + workers)
+	go func() {
+		defer wg.Done()
+		defer close(tasks)
+		defer close(order)
+		for i := 0; i < n; i++ {
+			s := &slot{i: i, done: make(chan struct{})}
+			select {
+			case order <- s:
+			case <-stop:
+				return
+			}
+			select {
+			case tasks <- s:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	for w := range workers {
+		go func() {
+			defer wg.Done()
+			for s := range tasks {
+				s.r, s.err = work(w, s.i)
+				close(s.done)
+			}
+		}()
+	}
+	var err error
+	for s := range order {
+		<-s.done
+		if err = s.err; err == nil {
+			err = consume(s.i, s.r)
+		}
+		if err != nil {
+			close(stop)
+			break
+		}
+	}
+	wg.Wait()
+	return err
+}
+
+// Member buffers are recycled across retirements: one size class, big
+// enough for a default member's input or compressed bytes, so the live
+// ones are bounded by the pending results of the runs in progress.
+var (
+	bufs        sync.Pool // *[]byte
+	buffers     = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+	gzipWriters = sync.Pool{New: func() any {
+		zw, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed) // a valid level cannot fail
+		return zw
+	}}
+)
+
+// getBuf returns a buffer of n bytes.
+func getBuf(n int64) []byte {
+	if p, ok := bufs.Get().(*[]byte); ok && int64(cap(*p)) >= n {
+		return (*p)[:n]
+	}
+	return make([]byte, n, max(n, DefaultMemberBytes+64<<10))
+}
+
+func putBuf(b []byte) {
+	bufs.Put(&b)
+}

@@ -1,0 +1,82 @@
+;;; mevedel-execution-spool-test.el --- ERT tests of the spool facade  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; The spool facade against the real helper, with the fixture of
+;; mevedel-execution-test.el.
+
+;;; Code:
+
+(require 'ert)
+(require 'mevedel-execution-test
+         (expand-file-name "mevedel-execution-test.el"
+                           (file-name-directory (or load-file-name buffer-file-name))))
+(require 'mevedel-execution-spool)
+
+(ert-deftest mevedel-execution-spool-test-read-grep-glob-stat ()
+  "Reads, greps, globs and stats of an execution's log."
+  (mevedel-execution-test--with-helper session
+    (let* ((obs (mevedel-execution-test--start session "seq 1 1000"))
+           (id (plist-get (plist-get obs :facts) :execution-id))
+           (addr (mevedel-execution-spool-address id)))
+      (should (equal addr (plist-get (plist-get obs :facts) :output-address)))
+      (let ((r (mevedel-execution-spool-read session addr :line 500 :lines 2)))
+        (should (equal (plist-get r :text) "500\n501\n"))
+        (should (eql (plist-get r :total-bytes) 3893))
+        (should-not (plist-get r :eof)))
+      (let ((r (mevedel-execution-spool-read session addr :offset 3888 :length 100)))
+        (should (equal (plist-get r :text) "1000\n"))
+        (should (eq (plist-get r :eof) t)))
+      (let ((st (mevedel-execution-spool-stat session addr)))
+        (should (equal (plist-get st :physical) "raw"))
+        (should (eql (plist-get st :logical-bytes) 3893)))
+      (should (member addr (mevedel-execution-spool-glob session)))
+      (let ((g (mevedel-execution-spool-grep session "^99[0-9]$" :max-matches 5)))
+        (should (= (length (plist-get g :matches)) 5))
+        (should (eq (plist-get g :truncated) t))
+        (should (equal (plist-get (car (plist-get g :matches)) :text) "990"))
+        (should (eql (plist-get (car (plist-get g :matches)) :line) 990))))))
+
+(ert-deftest mevedel-execution-spool-test-authority-and-escapes ()
+  "An owner reads only its logs; closed addresses are refused."
+  (mevedel-execution-test--with-helper session
+    (let* ((obs (mevedel-execution-test--start session "echo worker" :owner "/root/worker"))
+           (addr (plist-get (plist-get obs :facts) :output-address)))
+      (let ((err (should-error (mevedel-execution-spool-read session addr)
+                               :type 'mevedel-execution-helper-error)))
+        (should (equal (plist-get (nth 2 err) :kind) "not-found")))
+      (should (equal (plist-get (mevedel-execution-spool-read session addr :owner "/root/worker") :text)
+                     "worker\n"))
+      (should-not (mevedel-execution-spool-glob session))
+      (should (equal (mevedel-execution-spool-glob session :as-user t) (list addr)))
+      (dolist (bad '("artifact://executions/../lock" "/etc/passwd" "file:///etc/passwd"))
+        (let ((err (should-error (mevedel-execution-spool-read session bad :as-user t)
+                                 :type 'mevedel-execution-helper-error)))
+          (should (equal (plist-get (nth 2 err) :kind) "refused")))))))
+
+(ert-deftest mevedel-execution-spool-test-output-buffer-pages ()
+  "The output buffer is read-only and holds one page at a time."
+  (mevedel-execution-test--with-helper session
+    (let* ((obs (mevedel-execution-test--start session "seq 1 1000"))
+           (id (plist-get (plist-get obs :facts) :execution-id))
+           (mevedel-execution-spool-page-bytes 1000)
+           (buffer (mevedel-execution-spool-open-output session id)))
+      (unwind-protect
+          (with-current-buffer buffer
+            (should buffer-read-only)
+            (should (derived-mode-p 'mevedel-execution-spool-output-mode))
+            (should (= (buffer-size) 1000))
+            (should (string-prefix-p "1\n2\n3\n" (buffer-string)))
+            (mevedel-execution-spool-next-page)
+            (should (equal (buffer-string)
+                           (substring (concat (mapconcat #'number-to-string (number-sequence 1 1000) "\n") "\n")
+                                      1000 2000)))
+            (mevedel-execution-spool-last-page)
+            (should (string-suffix-p "999\n1000\n" (buffer-string)))
+            (should-error (mevedel-execution-spool-next-page) :type 'user-error)
+            (mevedel-execution-spool-first-page)
+            (should (string-prefix-p "1\n2\n" (buffer-string))))
+        (kill-buffer buffer)))))
+
+(provide 'mevedel-execution-spool-test)
+;;; mevedel-execution-spool-test.el ends here
