@@ -275,6 +275,12 @@ func (s *Session) GrepLogs(ctx context.Context, c Caller, p GrepParams) (GrepRes
 		}
 	}
 	lit := requiredLiteral(p.Pattern)
+	// For finding candidates in a whole block: every line that matches re
+	// also matches here, and each candidate is checked on its own line.
+	block, err := regexp.Compile("(?m:" + p.Pattern + ")")
+	if err != nil {
+		block = nil
+	}
 
 	// Files are searched by two workers; results are kept per file and
 	// joined in order, so the answer does not depend on timing.
@@ -298,7 +304,11 @@ func (s *Session) GrepLogs(ctx context.Context, c Caller, p GrepParams) (GrepRes
 				if i >= len(names) || full {
 					return
 				}
-				results[i], counts[i], errs[i] = s.grepOne(ctx, names[i], re, lit, p.Context, p.MaxMatches+1)
+				if p.Context == 0 && block != nil {
+					results[i], counts[i], errs[i] = s.grepBlocks(ctx, names[i], re, block, lit, p.MaxMatches+1)
+				} else {
+					results[i], counts[i], errs[i] = s.grepOne(ctx, names[i], re, lit, p.Context, p.MaxMatches+1)
+				}
 				mu.Lock()
 				found += counts[i]
 				mu.Unlock()
@@ -386,6 +396,84 @@ func (s *Session) grepOne(ctx context.Context, name string, re *regexp.Regexp, l
 		return nil, 0, fault.New(fault.IO, "reading %s: %w", name, err)
 	}
 	return out, count, nil
+}
+
+// grepChunk is how much of a log grepBlocks searches at once.
+const grepChunk = 1 << 20
+
+// grepBlocks is grep without context lines: it searches whole blocks of
+// the log for candidates (the required literal with bytes.Index, else the
+// multi-line form of the pattern) and runs the pattern only on the lines
+// that hold one, counting lines with bytes.Count in between. Most of a log
+// is never split into lines at all.
+func (s *Session) grepBlocks(ctx context.Context, name string, re, block *regexp.Regexp, lit []byte, limit int) ([]Match, int, error) {
+	v, err := s.dir.Open(name)
+	if err != nil {
+		if fault.KindOf(err) == fault.NotFound {
+			return nil, 0, nil // removed meanwhile
+		}
+		return nil, 0, err
+	}
+	defer v.Close()
+	addr := Address(name)
+	r := v.Reader()
+	buf := make([]byte, grepChunk+64<<10)
+	var out []Match
+	lineNo := int64(1) // the number of the line that starts the block
+	carry := 0
+	for {
+		if ctx.Err() != nil {
+			return nil, 0, ctx.Err()
+		}
+		n, rerr := io.ReadFull(r, buf[carry:])
+		data := buf[:carry+n]
+		eof := rerr == io.EOF || rerr == io.ErrUnexpectedEOF
+		if rerr != nil && !eof {
+			return nil, 0, fault.New(fault.IO, "reading %s: %w", name, rerr)
+		}
+		end := len(data)
+		if !eof {
+			if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+				end = i + 1
+			} // else a line longer than the buffer: searched in pieces
+		}
+		chunk := data[:end]
+		counted, pos := 0, 0
+		for pos < len(chunk) {
+			at := -1
+			if lit != nil {
+				if i := bytes.Index(chunk[pos:], lit); i >= 0 {
+					at = pos + i
+				}
+			} else if loc := block.FindIndex(chunk[pos:]); loc != nil {
+				at = pos + loc[0]
+			}
+			// Past the last newline there is no line (an empty match of
+			// "$" or "^$" can land there).
+			if at < 0 || (at == len(chunk) && at > 0 && chunk[at-1] == '\n') {
+				break
+			}
+			ls := bytes.LastIndexByte(chunk[:at], '\n') + 1
+			le := len(chunk)
+			if i := bytes.IndexByte(chunk[at:], '\n'); i >= 0 {
+				le = at + i
+			}
+			lineNo += int64(bytes.Count(chunk[counted:ls], []byte{'\n'}))
+			counted = ls
+			if line := chunk[ls:le]; re.Match(line) {
+				out = append(out, Match{Address: addr, Line: lineNo, Text: string(line)})
+				if len(out) >= limit {
+					return out, len(out), nil
+				}
+			}
+			pos = le + 1
+		}
+		lineNo += int64(bytes.Count(chunk[counted:], []byte{'\n'}))
+		if eof {
+			return out, len(out), nil
+		}
+		carry = copy(buf, data[end:])
+	}
 }
 
 // requiredLiteral returns a byte string every match must contain, when the

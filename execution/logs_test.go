@@ -1,7 +1,9 @@
 package execution
 
 import (
+	"context"
 	"os"
+	"regexp"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,6 +58,55 @@ func TestRequiredLiteral(t *testing.T) {
 	} {
 		if got := string(requiredLiteral(pattern)); got != want {
 			t.Errorf("%q: %q, want %q", pattern, got, want)
+		}
+	}
+}
+
+func TestGrepBlocksAgreesWithLineByLine(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "executions"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for i := 0; i < 20000; i++ {
+		switch i % 7 {
+		case 0:
+			b.WriteString("error: undefined reference to foo\n")
+		case 3:
+			b.WriteString("\n")
+		case 5:
+			b.WriteString("ab\ncd warning FAIL x\n")
+		default:
+			b.WriteString("compiling unit ok  \n")
+		}
+	}
+	// A long line (under the piece size of both readers) that straddles a
+	// block boundary, and a last line without a newline.
+	b.WriteString(strings.Repeat("y", 900<<10) + " error: tail\nno newline at end error: z")
+	if err := os.WriteFile(filepath.Join(dir, "executions", "x.log"), []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := &Session{dir: spool.NewDir(dir)}
+	ctx := context.Background()
+	for _, pattern := range []string{`error: (\w+)`, `^cd`, `b\sc`, `FAIL|warning`, `(?i)ERROR`, `z$`, `^$`, `$`} {
+		re := regexp.MustCompile(pattern)
+		block := regexp.MustCompile("(?m:" + pattern + ")")
+		lit := requiredLiteral(pattern)
+		want, _, err := s.grepOne(ctx, "executions/x.log", re, lit, 0, 1<<30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := s.grepBlocks(ctx, "executions/x.log", re, block, lit, 1<<30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%q: %d matches by blocks, %d by lines", pattern, len(got), len(want))
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("%q: match %d: line %d %.60q vs line %d %.60q", pattern, i, got[i].Line, got[i].Text, want[i].Line, want[i].Text)
+			}
 		}
 	}
 }
