@@ -619,9 +619,10 @@ func TestUnreadTerminalInputNeverBlocksRequests(t *testing.T) {
 
 func TestShellExitAtYieldIsForeground(t *testing.T) {
 	h := startHelper(t)
-	s := h.open(map[string]any{"graceMs": 1500})
-	// The shell exits at once, but a descendant that ignores TERM keeps the
-	// execution unsettled past the yield deadline: the shell had exited when
+	s := h.open(map[string]any{"graceMs": 6000})
+	// The shell exits at once (well within the 2 s yield, even on a loaded
+	// machine), but a descendant that ignores TERM keeps the execution
+	// unsettled for the 6 s grace, past the yield deadline: the shell had exited when
 	// the timer fired, so the reply is the foreground completion, never a
 	// handle to something already over.
 	script := filepath.Join(t.TempDir(), "exit.sh")
@@ -630,7 +631,7 @@ func TestShellExitAtYieldIsForeground(t *testing.T) {
 	if err := os.WriteFile(script, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	o := s.mustStart("bash "+script, map[string]any{"yieldMs": 200})
+	o := s.mustStart("bash "+script, map[string]any{"yieldMs": 2000})
 	f := o.Facts
 	if !o.Final || f.Yielded || f.Termination != execution.Exited || f.ExitCode == nil || *f.ExitCode != 0 {
 		t.Fatalf("want a foreground completion, got %+v", o)
