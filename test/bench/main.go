@@ -2,7 +2,7 @@
 // prints one table: each figure next to its baseline, the ratio, and the
 // target with PASS or MISS.
 //
-//	go run ./test/bench spool   (or: all)
+//	go run ./test/bench spool   (or: logs, all)
 //
 // It builds the helper (without -race) into a temporary directory, starts
 // it with a private HOME and a minimal environment (PATH, HOME,
@@ -15,6 +15,15 @@
 //   - exec/start round trips for `true` against `bash -lc true`, with the
 //     private HOME and again with the real user's HOME (whose profile may
 //     be slow).
+//
+// The logs benchmark (logs.go) measures, with the same helper:
+//
+//   - spool/grep over 100 generated 1 MiB build logs, half of them retired
+//     to gzip, against `rg -z` and `zgrep` (median of 5), then the same
+//     grep in this process with a breakdown of its cost;
+//   - spool.Dir.Retire of a 64 MiB log against `gzip -1` (median of 3);
+//   - reading the last 4 KiB of the retired 64 MiB log with spool.View and
+//     through spool/read (p50 and p90 of 50).
 package main
 
 import (
@@ -46,7 +55,9 @@ const usage = `usage: go run ./test/bench BENCH
 
 BENCH is one of:
   spool   spool throughput, helper RSS and exec/start latency
-  all     every benchmark (currently the same as spool)
+  logs    spool/grep against rg -z and zgrep, retirement against gzip -1,
+          tail reads of a retired log
+  all     every benchmark: spool, then logs
 `
 
 const (
@@ -72,12 +83,12 @@ const (
 )
 
 func main() {
-	if len(os.Args) != 2 || (os.Args[1] != "spool" && os.Args[1] != "all") {
+	if len(os.Args) != 2 || !slices.Contains([]string{"spool", "logs", "all"}, os.Args[1]) {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx)
+	err := run(ctx, os.Args[1])
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -97,7 +108,7 @@ func verdict(ok bool) string {
 	return "MISS"
 }
 
-func run(ctx context.Context) error {
+func run(ctx context.Context, which string) error {
 	root, err := moduleRoot()
 	if err != nil {
 		return err
@@ -124,8 +135,15 @@ func run(ctx context.Context) error {
 	}
 
 	b := &bench{bin: bin, work: work}
+	var steps []func(context.Context) ([]row, error)
+	if which == "spool" || which == "all" {
+		steps = append(steps, b.throughput, b.rss, b.spawnPrivate, b.spawnRealHome)
+	}
+	if which == "logs" || which == "all" {
+		steps = append(steps, b.logs)
+	}
 	var rows []row
-	for _, step := range []func(context.Context) ([]row, error){b.throughput, b.rss, b.spawnPrivate, b.spawnRealHome} {
+	for _, step := range steps {
 		r, err := step(ctx)
 		if err != nil {
 			return err
