@@ -88,7 +88,7 @@ func TestGrepBlocksAgreesWithLineByLine(t *testing.T) {
 	}
 	s := &Session{dir: spool.NewDir(dir)}
 	ctx := context.Background()
-	for _, pattern := range []string{`error: (\w+)`, `^cd`, `b\sc`, `FAIL|warning`, `(?i)ERROR`, `z$`, `^$`, `$`} {
+	for _, pattern := range []string{`error: (\w+)`, `^cd`, `b\sc`, `FAIL|warning`, `(?i)ERROR`, `z$`, `^$`, `$`, `FAIL|error: `, `cd w|unit ok`, `xx|FAIL`} {
 		re := regexp.MustCompile(pattern)
 		block := regexp.MustCompile("(?m:" + pattern + ")")
 		lit := requiredLiteral(pattern)
@@ -96,7 +96,7 @@ func TestGrepBlocksAgreesWithLineByLine(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, _, err := s.grepBlocks(ctx, "executions/x.log", re, block, lit, 1<<30)
+		got, _, err := s.grepBlocks(ctx, "executions/x.log", re, block, requiredLiterals(pattern), 1<<30)
 		if err != nil {
 			t.Fatal(err)
 		}
