@@ -601,12 +601,14 @@ func (s *Session) retireLater(e *Execution, settledAt time.Time) {
 	})
 }
 
-// retirer is the session's one background compressor.
+// retirer is the session's one background compressor. It and the
+// goroutines it compresses with run at lower CPU priority than requests.
 func (s *Session) retirer() {
+	spool.LowerThreadPriority()
 	for {
 		select {
 		case name := <-s.retireQ:
-			res, err := s.dir.Retire(name, spool.RetireOptions{})
+			res, err := s.dir.Retire(name, spool.RetireOptions{Background: true})
 			switch {
 			case err != nil:
 				logf("execution: retiring %s: %v (the raw log stays)", name, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
+	"golang.org/x/sys/unix"
 )
 
 const (
@@ -32,6 +33,10 @@ type RetireOptions struct {
 	// DefaultMemberBytes. Smaller members make range reads cheaper and
 	// compression slightly worse.
 	MemberBytes int
+	// Background runs the compressing and verifying goroutines on threads
+	// of lower CPU priority (nice 10), so retirement yields to requests.
+	// The caller lowers its own goroutine with LowerThreadPriority.
+	Background bool
 	// Workers is how many members are compressed (and verified) at once;
 	// <= 0 means min(2, GOMAXPROCS).
 	Workers int
@@ -146,7 +151,8 @@ func (d *Dir) Retire(name string, opts RetireOptions) (RetireResult, error) {
 		}
 	}()
 
-	x, err := compressLog(raw, st.Size(), tmp, memberBytes, workers)
+	c := crew{n: workers, low: opts.Background}
+	x, err := compressLog(raw, st.Size(), tmp, memberBytes, c)
 	if err != nil {
 		return res, fault.New(fault.IO, "spool: retire %s: %v; raw kept", name, err)
 	}
@@ -167,7 +173,7 @@ func (d *Dir) Retire(name string, opts RetireOptions) (RetireResult, error) {
 	// through the page cache on its own descriptor.
 	synced := make(chan error, 1)
 	go func(f *os.File) { synced <- f.Sync() }(tmp)
-	verr := d.verify(p.tmp, x, workers)
+	verr := d.verify(p.tmp, x, c)
 	serr := <-synced
 	cerr := tmp.Close()
 	tmp = nil
@@ -219,13 +225,13 @@ func (d *Dir) Retire(name string, opts RetireOptions) (RetireResult, error) {
 }
 
 // verify runs the test hook, if any, then verifyLog.
-func (d *Dir) verify(path string, x *gzIndex, workers int) error {
+func (d *Dir) verify(path string, x *gzIndex, c crew) error {
 	if d.beforeVerify != nil {
 		if err := d.beforeVerify(path); err != nil {
 			return err
 		}
 	}
-	return verifyLog(path, x, workers)
+	return verifyLog(path, x, c)
 }
 
 // stillSame checks that the raw file was not written, replaced or moved
@@ -264,9 +270,9 @@ func writeFileSync(path string, b []byte) error {
 }
 
 // compressLog writes the first size bytes of raw to dst as gzip members of
-// memberBytes input each, compressing on workers goroutines and writing in
-// order, and returns their index (with the content's SHA-256).
-func compressLog(raw io.ReaderAt, size int64, dst io.Writer, memberBytes, workers int) (*gzIndex, error) {
+// memberBytes input each, compressing on the crew's goroutines and writing
+// in order, and returns their index (with the content's SHA-256).
+func compressLog(raw io.ReaderAt, size int64, dst io.Writer, memberBytes int, c crew) (*gzIndex, error) {
 	n := int((size + int64(memberBytes) - 1) / int64(memberBytes))
 	x := &gzIndex{size: size, members: make([]member, 0, n)}
 	h := sha256.New()
@@ -312,7 +318,7 @@ func compressLog(raw io.ReaderAt, size int64, dst io.Writer, memberBytes, worker
 		buffers.Put(c.out)
 		return nil
 	}
-	if err := inOrder(n, workers, work, consume); err != nil {
+	if err := inOrder(n, c, work, consume); err != nil {
 		return nil, err
 	}
 	h.Sum(x.sum[:0])
@@ -324,7 +330,8 @@ func compressLog(raw io.ReaderAt, size int64, dst io.Writer, memberBytes, worker
 // members of x, end to end, and gives x.size bytes with SHA-256 x.sum. Each
 // member must end exactly where the next begins, so any gzip reader sees
 // the same bytes.
-func verifyLog(path string, x *gzIndex, workers int) error {
+func verifyLog(path string, x *gzIndex, c crew) error {
+	workers := c.n
 	f, st, err := openNoFollow(path, path)
 	if err != nil {
 		return err
@@ -393,7 +400,7 @@ func verifyLog(path string, x *gzIndex, workers int) error {
 		putBuf(c.out)
 		return nil
 	}
-	if err := inOrder(len(x.members), workers, work, consume); err != nil {
+	if err := inOrder(len(x.members), c, work, consume); err != nil {
 		return err
 	}
 	var sum [32]byte
@@ -407,16 +414,32 @@ func verifyLog(path string, x *gzIndex, workers int) error {
 	return nil
 }
 
+// crew says how many goroutines do a retirement's heavy work, and whether
+// at lower priority.
+type crew struct {
+	n   int
+	low bool
+}
+
+// LowerThreadPriority makes the calling goroutine run on its own thread at
+// nice 10 for the rest of its life. The goroutine keeps the thread (it
+// never unlocks it), so the thread ends with the goroutine instead of going
+// back to the runtime's pool with a lowered priority.
+func LowerThreadPriority() {
+	runtime.LockOSThread()
+	_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 10)
+}
+
 // inOrder runs work(w, i) for every i in [0,n) on up to workers goroutines
 // (w numbers the goroutine, for per-goroutine state) and passes the results
 // to consume in order of i, on the calling goroutine. At most workers+2
 // results are pending at any time, which bounds memory. The first error
 // stops the run; inOrder returns once every goroutine has finished.
-func inOrder[T any](n, workers int, work func(w, i int) (T, error), consume func(i int, r T) error) error {
+func inOrder[T any](n int, c crew, work func(w, i int) (T, error), consume func(i int, r T) error) error {
 	if n == 0 {
 		return nil
 	}
-	workers = max(1, min(workers, n))
+	workers := max(1, min(c.n, n))
 	type slot struct {
 		i    int
 		r    T
@@ -449,6 +472,9 @@ func inOrder[T any](n, workers int, work func(w, i int) (T, error), consume func
 	for w := range workers {
 		go func() {
 			defer wg.Done()
+			if c.low {
+				LowerThreadPriority()
+			}
 			for s := range tasks {
 				s.r, s.err = work(w, s.i)
 				close(s.done)
