@@ -39,7 +39,7 @@ test-elisp: build
 	eask test ert test/elisp/*-test.el
 
 bench: build
-	$(GO) run ./test/bench spool
+	$(GO) run ./test/bench all
 
 # Emacs's main thread while a command prints 64 MiB: facade vs make-process.
 bench-emacs: build
