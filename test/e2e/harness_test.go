@@ -401,9 +401,9 @@ func (h *helper) waitNote(match func(note) bool) note {
 	}
 }
 
-// waitState waits for an exec/changed notification in which execution id
-// has the given state.
-func (h *helper) waitState(id string, state execution.State) execution.Facts {
+// waitLive waits for an exec/changed notification whose live set holds an
+// execution that satisfies match, and returns its facts.
+func (h *helper) waitLive(match func(execution.Facts) bool) execution.Facts {
 	h.t.Helper()
 	var found execution.Facts
 	h.waitNote(func(n note) bool {
@@ -413,7 +413,7 @@ func (h *helper) waitState(id string, state execution.State) execution.Facts {
 		var p struct{ Live []execution.Facts }
 		_ = json.Unmarshal(n.Params, &p)
 		for _, f := range p.Live {
-			if f.ExecutionID == id && f.State == state {
+			if match(f) {
 				found = f
 				return true
 			}
@@ -423,26 +423,17 @@ func (h *helper) waitState(id string, state execution.State) execution.Facts {
 	return found
 }
 
-// waitCommandState waits for an exec/changed notification in which an
-// execution running command has the given state.
+// waitState waits until execution id has the given state.
+func (h *helper) waitState(id string, state execution.State) execution.Facts {
+	h.t.Helper()
+	return h.waitLive(func(f execution.Facts) bool { return f.ExecutionID == id && f.State == state })
+}
+
+// waitCommandState waits until an execution running command has the given
+// state.
 func (h *helper) waitCommandState(command string, state execution.State) execution.Facts {
 	h.t.Helper()
-	var found execution.Facts
-	h.waitNote(func(n note) bool {
-		if n.Method != "exec/changed" {
-			return false
-		}
-		var p struct{ Live []execution.Facts }
-		_ = json.Unmarshal(n.Params, &p)
-		for _, f := range p.Live {
-			if f.Command == command && f.State == state {
-				found = f
-				return true
-			}
-		}
-		return false
-	})
-	return found
+	return h.waitLive(func(f execution.Facts) bool { return f.Command == command && f.State == state })
 }
 
 // fifo makes a named pipe; commands block reading it until the test
