@@ -54,12 +54,11 @@ type Execution struct {
 
 	obsMu sync.Mutex // serialises observations, so no two read the same unread range
 
-	mu      sync.Mutex
-	facts   Facts        // guarded by mu
-	proc    Process      // guarded by mu; set once running
-	final   *Observation // guarded by mu; the final observation, once claimed
-	waiter  *waitToken   // guarded by mu; the waiting observation in progress
-	claimed bool         // guarded by mu; someone received the terminal result
+	mu     sync.Mutex
+	facts  Facts        // guarded by mu
+	proc   Process      // guarded by mu; set once running
+	final  *Observation // guarded by mu; the final observation, once claimed
+	waiter *waitToken   // guarded by mu; the waiting observation in progress
 	// inputClosed is set once the input goroutine stopped taking input;
 	// guarded by mu.
 	inputClosed bool
@@ -453,8 +452,7 @@ func (e *Execution) observation(maxChars int, final bool) Observation {
 	e.changeLocked()
 	obs := Observation{Output: o.Text, Facts: e.snapshotLocked(), Final: final}
 	if final {
-		e.final = &obs
-		e.claimed = true
+		e.final = &obs // claimed: the terminal result has been handed out
 	}
 	return obs
 }

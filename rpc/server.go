@@ -109,6 +109,15 @@ func (r *reply) fail(err error) { r.send(nil, err) }
 
 func (r *reply) observation(o execution.Observation) { r.ok(o) }
 
+// answer replies with result, or with err when there is one.
+func (r *reply) answer(result any, err error) {
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	r.ok(result)
+}
+
 func (r *reply) send(result any, err error) {
 	if !r.sent.CompareAndSwap(false, true) {
 		r.s.logger.Printf("rpc: BUG: second reply to request %s dropped", r.id)
@@ -273,12 +282,7 @@ func (s *Server) sessionOpen(req *jsonrpc2.Request, r *reply) {
 		r.fail(err)
 		return
 	}
-	info, err := s.mgr.Open(p.SessionID, p.StateDir, p.Limits)
-	if err != nil {
-		r.fail(err)
-		return
-	}
-	r.ok(info)
+	r.answer(s.mgr.Open(p.SessionID, p.StateDir, p.Limits))
 }
 
 func (s *Server) sessionClose(req *jsonrpc2.Request, r *reply) {
@@ -360,13 +364,7 @@ func (s *Server) execObserve(req *jsonrpc2.Request, r *reply) {
 	}
 	ctx := s.cancellable(req.ID)
 	err := sess.Observe(ctx, c, p.ExecutionID, p.Chars, time.Duration(min(p.WaitMs, maxWaitMs))*time.Millisecond, p.MaxOutputChars,
-		func(o execution.Observation, err error) {
-			if err != nil {
-				r.fail(err)
-				return
-			}
-			r.ok(o)
-		})
+		func(o execution.Observation, err error) { r.answer(o, err) })
 	if err != nil {
 		r.fail(err)
 	}
@@ -389,12 +387,7 @@ func (s *Server) execInterrupt(req *jsonrpc2.Request, r *reply) {
 	if !ok {
 		return
 	}
-	f, err := sess.Interrupt(c, p.ExecutionID)
-	if err != nil {
-		r.fail(err)
-		return
-	}
-	r.ok(f)
+	r.answer(sess.Interrupt(c, p.ExecutionID))
 }
 
 func (s *Server) execList(req *jsonrpc2.Request, r *reply) {
@@ -439,12 +432,7 @@ func (s *Server) spoolRead(req *jsonrpc2.Request, r *reply) {
 		return
 	}
 	sess.Go(func() {
-		res, err := sess.ReadLog(c, p.Address, p.Offset, p.Length, p.Line, p.Lines)
-		if err != nil {
-			r.fail(err)
-			return
-		}
-		r.ok(res)
+		r.answer(sess.ReadLog(c, p.Address, p.Offset, p.Length, p.Line, p.Lines))
 	})
 }
 
@@ -456,14 +444,9 @@ func (s *Server) spoolGrep(req *jsonrpc2.Request, r *reply) {
 	}
 	ctx := s.cancellable(req.ID)
 	sess.Go(func() {
-		res, err := sess.GrepLogs(ctx, c, execution.GrepParams{
+		r.answer(sess.GrepLogs(ctx, c, execution.GrepParams{
 			Pattern: p.Pattern, Glob: p.Glob, Addresses: p.Addresses, MaxMatches: p.MaxMatches, Context: p.Context,
-		})
-		if err != nil {
-			r.fail(err)
-			return
-		}
-		r.ok(res)
+		}))
 	})
 }
 
@@ -487,10 +470,5 @@ func (s *Server) spoolStat(req *jsonrpc2.Request, r *reply) {
 	if !ok {
 		return
 	}
-	st, err := sess.StatLog(c, p.Address)
-	if err != nil {
-		r.fail(err)
-		return
-	}
-	r.ok(st)
+	r.answer(sess.StatLog(c, p.Address))
 }

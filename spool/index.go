@@ -10,6 +10,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/gzip"
 )
@@ -227,7 +228,12 @@ var inflaters = sync.Pool{New: func() any {
 
 // openMember returns an inflater positioned at the start of the member
 // stored in r at [from,to). Close it when done.
+// membersOpened counts members opened for inflation, so a test can tell
+// how much of a log a read inflated.
+var membersOpened atomic.Int64
+
 func openMember(r io.ReaderAt, from, to int64) (*inflater, error) {
+	membersOpened.Add(1)
 	in := inflaters.Get().(*inflater)
 	in.br.Reset(io.NewSectionReader(r, from, to-from))
 	if err := in.zr.Reset(in.br); err != nil {

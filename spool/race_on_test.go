@@ -1,5 +1,0 @@
-//go:build race
-
-package spool
-
-const raceEnabled = true
