@@ -51,6 +51,11 @@ type Execution struct {
 	started   chan struct{}           // closed once, when running or settled without running
 	done      chan struct{}           // closed once, at settlement
 	retired   chan struct{}           // closed once, when dropped from the registry
+	monitor   *Monitor                // immutable; set for a monitor's own execution
+	// delivered is closed once no delivery of the result is pending: none
+	// was made, or it was durably acknowledged or discarded.
+	delivered     chan struct{}
+	deliveredOnce sync.Once
 
 	obsMu sync.Mutex // serialises observations, so no two read the same unread range
 
@@ -59,6 +64,14 @@ type Execution struct {
 	proc   Process      // guarded by mu; set once running
 	final  *Observation // guarded by mu; the final observation, once claimed
 	waiter *waitToken   // guarded by mu; the waiting observation in progress
+	// stopClaimed: exec/stop asked for the end and its reply claims the
+	// result; guarded by mu.
+	stopClaimed bool
+	// decideOnEndWait defers the delivery decision to the waiting
+	// observation in progress at settlement; guarded by mu.
+	decideOnEndWait bool
+	delivery        string // guarded by mu; id of the pending delivery
+	readByModel     bool   // guarded by mu; the owner's model saw the final result
 	// inputClosed is set once the input goroutine stopped taking input;
 	// guarded by mu.
 	inputClosed bool
@@ -268,6 +281,9 @@ func (e *Execution) copyOutput(r io.Reader) {
 					e.cancel(&stopCause{term: SpoolFailed, reason: werr.Error()})
 				}
 			}
+			if e.monitor != nil {
+				e.monitor.feed(buf[:n])
+			}
 			e.mu.Lock()
 			e.changeLocked()
 			e.mu.Unlock()
@@ -348,6 +364,11 @@ func (e *Execution) settle(exit *Exit, cause *stopCause, reason string) {
 	}
 	_ = e.setState(Settled)
 	final := e.snapshotLocked()
+	// A yielded result nobody claims goes to the owner's mailbox; a waiting
+	// observation decides when it ends, since it may claim the result.
+	deliver := f.Yielded && !e.stopClaimed && e.monitor == nil && f.Termination != SessionEnded
+	deferred := deliver && e.waiter != nil
+	e.decideOnEndWait = deferred
 	e.mu.Unlock()
 
 	e.s.sched.release(e.ticket)
@@ -355,7 +376,104 @@ func (e *Execution) settle(exit *Exit, cause *stopCause, reason string) {
 		close(e.started)
 	}
 	close(e.done)
+	switch {
+	case !deliver:
+		e.deliveryDone()
+	case !deferred:
+		e.decide()
+	}
+	if e.monitor != nil {
+		e.monitor.settle(final)
+	}
 	e.s.settled(e, final)
+}
+
+func (e *Execution) deliveryDone() { e.deliveredOnce.Do(func() { close(e.delivered) }) }
+
+// decide makes the one delivery of a settled yielded execution, unless an
+// observation already claimed the result. obsMu keeps a concurrent poll
+// from claiming while the delivery is made.
+func (e *Execution) decide() {
+	e.obsMu.Lock()
+	defer e.obsMu.Unlock()
+	e.mu.Lock()
+	claimed := e.final != nil
+	e.mu.Unlock()
+	if claimed {
+		e.deliveryDone()
+		return
+	}
+	o, err := e.sp.PeekUnread(0)
+	if err != nil {
+		logf("execution %s: reading the spool: %v", e.id, err)
+	}
+	e.mu.Lock()
+	obs := Observation{Output: o.Text, Facts: e.snapshotLocked(), Final: true}
+	e.mu.Unlock()
+	f := obs.Facts
+	epoch := e.s.attentionEpoch()
+	// Wake only for a root-owned result that ended on its own.
+	wake := f.Owner == "/root" && endedOnItsOwn(f.Termination)
+	d := Delivery{Owner: f.Owner, Kind: KindExecution, Attrs: executionAttrs(f), Observation: &obs}
+	id, ok := e.s.mail.post(d, func(d Delivery) { e.durable(d, o.To, o.Omitted, wake, epoch) }, e.deliveryDone)
+	if !ok {
+		e.deliveryDone()
+		return
+	}
+	e.mu.Lock()
+	e.delivery = id
+	e.mu.Unlock()
+}
+
+// durable retires the delivery d: its range is consumed, and later
+// observations repeat what it carried.
+func (e *Execution) durable(d Delivery, to, omitted int64, wake bool, epoch uint64) {
+	e.obsMu.Lock()
+	e.sp.ConsumeTo(to)
+	e.mu.Lock()
+	e.facts.OmittedBytes += omitted
+	e.changeLocked()
+	obs := Observation{Output: d.Observation.Output, Facts: e.snapshotLocked(), Final: true}
+	e.final = &obs
+	e.delivery = ""
+	read := e.readByModel
+	e.mu.Unlock()
+	e.obsMu.Unlock()
+	e.deliveryDone()
+	if wake && !read {
+		e.s.owe(d.Owner, d.DeliveryID, epoch)
+	}
+}
+
+// endedOnItsOwn reports whether nobody stopped the execution.
+func endedOnItsOwn(t Termination) bool {
+	switch t {
+	case Stopped, OwnerStopped, Aborted, SessionEnded:
+		return false
+	}
+	return true
+}
+
+func executionAttrs(f Facts) DeliveryAttrs {
+	return DeliveryAttrs{
+		ExecutionID: f.ExecutionID, Label: f.Label, Command: f.Command, Status: f.Status,
+		Termination: f.Termination, ExitCode: f.ExitCode, Signal: f.Signal, Reason: f.Reason,
+	}
+}
+
+// markRead records that the owner's model saw the final result: no wake
+// for it then.
+func (e *Execution) markRead() {
+	e.mu.Lock()
+	e.readByModel = true
+	e.mu.Unlock()
+}
+
+// claimStop makes exec/stop's reply the one claim of the result.
+func (e *Execution) claimStop() {
+	e.mu.Lock()
+	e.stopClaimed = true
+	e.mu.Unlock()
 }
 
 // yield detaches the execution from its start request, unless the shell
@@ -441,6 +559,17 @@ func (e *Execution) observation(maxChars int, final bool) Observation {
 		e.mu.Unlock()
 		return o
 	}
+	if pending := e.delivery; final && pending != "" {
+		// A pending delivery is seen, never claimed: only its ack consumes.
+		e.mu.Unlock()
+		o, err := e.sp.PeekUnread(maxChars)
+		if err != nil {
+			logf("execution %s: reading the spool: %v", e.id, err)
+		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return Observation{Output: o.Text, Facts: e.snapshotLocked(), Final: true, DeliveryID: pending}
+	}
 	e.mu.Unlock()
 	o, err := e.sp.ObserveUnread(maxChars, final)
 	if err != nil {
@@ -523,7 +652,14 @@ func (e *Execution) endWait(tok *waitToken) {
 	if e.waiter == tok {
 		e.waiter = nil
 	}
+	decide := e.decideOnEndWait && e.waiter == nil
+	if decide {
+		e.decideOnEndWait = false
+	}
 	e.mu.Unlock()
+	if decide {
+		e.decide()
+	}
 }
 
 // input queues chars for the command and returns a channel that yields

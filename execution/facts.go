@@ -152,6 +152,7 @@ type Facts struct {
 	OutputAddress string      `json:"outputAddress"`
 	Pid           int         `json:"pid,omitempty"`
 	Pgid          int         `json:"pgid,omitempty"`
+	MonitorID     string      `json:"monitorId,omitempty"`
 	Version       uint64      `json:"version"`
 }
 
@@ -161,4 +162,7 @@ type Observation struct {
 	Output string `json:"output"`
 	Facts  Facts  `json:"facts"`
 	Final  bool   `json:"final,omitempty"`
+	// DeliveryID names the pending delivery of this result: the
+	// observation shows it without claiming it.
+	DeliveryID string `json:"deliveryId,omitempty"`
 }

@@ -37,6 +37,8 @@ type Limits struct {
 	GraceMs          int64 `json:"graceMs,omitempty"`          // if zero, 2000
 	RetireAfterMs    int64 `json:"retireAfterMs,omitempty"`    // if zero, 60000
 	RetainMs         int64 `json:"retainMs,omitempty"`         // if zero, 60000: how long a settled execution stays observable
+	AckTimeoutMs     int64 `json:"ackTimeoutMs,omitempty"`     // if zero, 10000: a delivery without ack is sent again
+	RetryMs          int64 `json:"retryMs,omitempty"`          // if zero, 1000: first wait before a resend, doubling to 30 s
 }
 
 func (l Limits) withDefaults() Limits {
@@ -68,6 +70,11 @@ type Events interface {
 	// Progress carries facts and the output tail of a running execution
 	// that has a toolUseId.
 	Progress(f Facts, tail string)
+	// Deliver sends one mailbox delivery.
+	Deliver(d Delivery)
+	// Wake says owner of s may be owed a wake; the sink calls TakeWake
+	// when it sends one, so marks made meanwhile coalesce.
+	Wake(s *Session, owner string)
 }
 
 // Caller is who asks: an owner under model authority, or the user.
@@ -91,9 +98,10 @@ type Manager struct {
 	runner Runner
 	bash   string
 
-	mu       sync.Mutex
-	sessions map[string]*Session // guarded by mu
-	down     bool                // guarded by mu; shutting down
+	mu        sync.Mutex
+	sessions  map[string]*Session // guarded by mu
+	down      bool                // guarded by mu; shutting down
+	connected bool                // guarded by mu; a client is attached
 }
 
 // NewManager returns a manager that starts commands with runner.
@@ -105,7 +113,22 @@ func NewManager(events Events, runner Runner) *Manager {
 	if l, ok := runner.(*Local); ok && l.Bash == "" {
 		l.Bash = bash
 	}
-	return &Manager{events: events, runner: runner, bash: bash, sessions: map[string]*Session{}}
+	return &Manager{events: events, runner: runner, bash: bash, sessions: map[string]*Session{}, connected: true}
+}
+
+// SetConnected follows the client connection. Deliveries in flight when
+// it is lost are restored and sent again to the next client.
+func (m *Manager) SetConnected(up bool) {
+	m.mu.Lock()
+	m.connected = up
+	sessions := make([]*Session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		sessions = append(sessions, s)
+	}
+	m.mu.Unlock()
+	for _, s := range sessions {
+		s.mail.setConnected(up)
+	}
 }
 
 func lookBash() (string, error) {
@@ -169,11 +192,16 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 		dir:      spool.NewDir(stateDir),
 		retireQ:  make(chan string),
 		closed:   make(chan struct{}),
+		monitors: map[string]*Monitor{},
 	}
+	s.att.owners = map[string]*ownerMarks{}
+	s.mail = newMailbox(s)
+	s.mail.connected = m.connected
 	m.sessions[id] = s
 	// Warm the login environment now, so the first command need not wait.
 	s.Go(func() { s.env.Get(life) })
 	s.Go(s.retirer)
+	s.Go(s.mail.run)
 	return SessionInfo{SessionID: id, StateDir: stateDir, IDPrefix: s.prefix, Recovered: []Facts{}}, nil
 }
 
@@ -250,16 +278,17 @@ func (m *Manager) Detach(id string) (*Session, error) {
 	return s, nil
 }
 
-// Close ends a session: every live execution is stopped (session-ended)
-// and the state directory is released; spools stay. It blocks until the
-// executions have settled.
+// Close ends a session: every live execution is stopped (session-ended),
+// pending deliveries are discarded (the count is returned) and the state
+// directory is released; spools stay. It blocks until the executions have
+// settled.
 func (m *Manager) Close(id string) (int, error) {
 	s, err := m.Detach(id)
 	if err != nil {
 		return 0, err
 	}
 	s.Wait()
-	return 0, nil
+	return s.Discarded(), nil
 }
 
 // BeginShutdown refuses new sessions and detaches every open one; the
@@ -310,6 +339,26 @@ type Session struct {
 	execs   map[string]*Execution // guarded by mu; live and retained
 	counter int                   // guarded by mu
 	closing bool                  // guarded by mu
+	// discarded counts deliveries dropped at close; guarded by mu.
+	discarded int
+	monitors  map[string]*Monitor // guarded by mu
+	monitorN  int                 // guarded by mu
+
+	mail *mailbox  // immutable
+	att  attention // wake marks
+}
+
+// Discarded returns how many pending deliveries the close dropped.
+func (s *Session) Discarded() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.discarded
+}
+
+func (s *Session) closingNow() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
 }
 
 // ID returns the session id.
@@ -336,6 +385,11 @@ type StartParams struct {
 // Start registers and queues an execution in arrival order; the command
 // runs once its lane admits it. It does not block.
 func (s *Session) Start(c Caller, p StartParams) (*Execution, error) {
+	return s.start(c, p, nil)
+}
+
+// start registers an execution; mon is set for a monitor's own command.
+func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, error) {
 	if strings.TrimSpace(p.Command) == "" {
 		return nil, fault.New(fault.InvalidParams, "command is empty")
 	}
@@ -408,6 +462,7 @@ func (s *Session) Start(c Caller, p StartParams) (*Execution, error) {
 		inputs:    make(chan inputReq, maxPendingInput),
 		done:      make(chan struct{}),
 		retired:   make(chan struct{}),
+		delivered: make(chan struct{}),
 		facts: Facts{
 			ExecutionID:   id,
 			SessionID:     s.id,
@@ -424,6 +479,14 @@ func (s *Session) Start(c Caller, p StartParams) (*Execution, error) {
 			OutputAddress: "artifact://executions/" + id + ".log",
 			Version:       1,
 		},
+	}
+	if mon != nil {
+		s.monitorN++
+		mon.id = fmt.Sprintf("mon-%s-%06d", s.prefix, s.monitorN)
+		mon.e = e
+		e.monitor = mon
+		e.facts.MonitorID = mon.id
+		s.monitors[mon.id] = mon
 	}
 	e.ticket = s.sched.enqueue(lane)
 	s.execs[id] = e
@@ -484,8 +547,14 @@ func (s *Session) Observe(ctx context.Context, c Caller, id, chars string, wait 
 			return err
 		}
 	}
+	answer := func(o Observation) {
+		if o.Final && !c.User {
+			e.markRead()
+		}
+		reply(o, nil)
+	}
 	if wait == 0 && written == nil {
-		reply(e.observe(ctx, 0, maxChars), nil)
+		answer(e.observe(ctx, 0, maxChars))
 		return nil
 	}
 	s.Go(func() {
@@ -505,6 +574,9 @@ func (s *Session) Observe(ctx context.Context, c Caller, id, chars string, wait 
 			}
 		}
 		o := e.observe(ctx, wait, maxChars)
+		if o.Final && !c.User {
+			e.markRead()
+		}
 		if wait > 0 {
 			e.endWait(tok) // before the reply, so the caller's next wait is welcome
 		}
@@ -520,10 +592,15 @@ func (s *Session) Stop(c Caller, id string, maxChars int, reply func(Observation
 	if err != nil {
 		return err
 	}
+	e.claimStop()
 	e.cancel(&stopCause{term: Stopped, reason: "stopped on request"})
 	s.Go(func() {
 		<-e.done
-		reply(e.finalObservation(maxChars))
+		o := e.finalObservation(maxChars)
+		if !c.User {
+			e.markRead()
+		}
+		reply(o)
 	})
 	return nil
 }
@@ -612,7 +689,8 @@ func (s *Session) StopAll(c Caller, reply func(int)) {
 // (session-ended) and any login-environment capture. It does not block.
 func (s *Session) beginClose() {
 	s.mu.Lock()
-	if !s.closing {
+	first := !s.closing
+	if first {
 		close(s.closed)
 	}
 	s.closing = true
@@ -620,6 +698,16 @@ func (s *Session) beginClose() {
 		e.cancel(&stopCause{term: SessionEnded, reason: "the session was closed"})
 	}
 	s.mu.Unlock()
+	if first {
+		// A closing session delivers nothing; what is pending is dropped.
+		n := s.mail.close()
+		if n > 0 {
+			logf("session %s: closed with %d undelivered results (their logs stay)", s.id, n)
+		}
+		s.mu.Lock()
+		s.discarded = n
+		s.mu.Unlock()
+	}
 	s.endLife()
 }
 
@@ -656,6 +744,12 @@ func (s *Session) settled(e *Execution, f Facts) {
 		defer t.Stop()
 		select {
 		case <-t.C:
+		case <-e.retired:
+			return
+		}
+		// A pending delivery keeps the execution observable.
+		select {
+		case <-e.delivered:
 		case <-e.retired:
 			return
 		}

@@ -18,6 +18,7 @@ type forwarder struct {
 	cond    *sync.Cond
 	queue   []note                      // guarded by mu
 	changed map[*execution.Session]bool // guarded by mu; a change note is queued
+	wakes   map[wakeKey]bool            // guarded by mu; a wake note is queued
 	closed  bool                        // guarded by mu
 	done    chan struct{}               // closed once, when run returns
 }
@@ -25,11 +26,19 @@ type forwarder struct {
 type note struct {
 	method  string
 	params  any
-	session *execution.Session // set for a coalesced exec/changed
+	session *execution.Session // set for a coalesced exec/changed or wake
+	owner   string             // set for a coalesced wake
+	then    func()             // run in order instead of a send
+}
+
+// wakeKey names one owner's coalesced wake.
+type wakeKey struct {
+	s     *execution.Session
+	owner string
 }
 
 func newForwarder(send func(string, any)) *forwarder {
-	f := &forwarder{send: send, changed: map[*execution.Session]bool{}, done: make(chan struct{})}
+	f := &forwarder{send: send, changed: map[*execution.Session]bool{}, wakes: map[wakeKey]bool{}, done: make(chan struct{})}
 	f.cond = sync.NewCond(&f.mu)
 	go f.run()
 	return f
@@ -41,7 +50,14 @@ func (f *forwarder) push(n note) {
 	if f.closed {
 		return
 	}
-	if n.session != nil {
+	switch {
+	case n.session != nil && n.method == NotifyWake:
+		k := wakeKey{n.session, n.owner}
+		if f.wakes[k] {
+			return
+		}
+		f.wakes[k] = true
+	case n.session != nil:
 		if f.changed[n.session] {
 			return
 		}
@@ -65,11 +81,26 @@ func (f *forwarder) run() {
 		n := f.queue[0]
 		f.queue[0] = note{}
 		f.queue = f.queue[1:]
-		if n.session != nil {
+		switch {
+		case n.session != nil && n.method == NotifyWake:
+			delete(f.wakes, wakeKey{n.session, n.owner})
+		case n.session != nil:
 			delete(f.changed, n.session)
 		}
 		f.mu.Unlock()
-		if n.session != nil {
+		switch {
+		case n.then != nil:
+			n.then()
+			continue
+		case n.session != nil && n.method == NotifyWake:
+			// Taken now, so every mark made while this waited joins it,
+			// and an owner that turned busy meanwhile gets none.
+			ids, ok := n.session.TakeWake(n.owner)
+			if !ok {
+				continue
+			}
+			n.params = WakeParams{SessionID: n.session.ID(), Owner: n.owner, DeliveryIDs: ids}
+		case n.session != nil:
 			n.params = ChangedParams{SessionID: n.session.ID(), Live: n.session.Live()}
 		}
 		f.send(n.method, n.params)
@@ -99,6 +130,29 @@ func (f *forwarder) Progress(facts execution.Facts, tail string) {
 	f.push(note{method: NotifyProgress, params: ProgressParams{
 		SessionID: facts.SessionID, ExecutionID: facts.ExecutionID, ToolUseID: facts.ToolUseID, Facts: facts, Tail: tail,
 	}})
+}
+
+func (f *forwarder) Deliver(d execution.Delivery) {
+	f.push(note{method: NotifyDeliver, params: d})
+}
+
+func (f *forwarder) Wake(s *execution.Session, owner string) {
+	f.push(note{method: NotifyWake, session: s, owner: owner})
+}
+
+// after runs fn once every notification queued before it has been sent:
+// a reply that must not overtake them goes this way.
+func (f *forwarder) after(fn func()) {
+	f.mu.Lock()
+	closed := f.closed
+	if !closed {
+		f.queue = append(f.queue, note{then: fn})
+		f.cond.Signal()
+	}
+	f.mu.Unlock()
+	if closed {
+		fn()
+	}
 }
 
 var _ execution.Events = (*forwarder)(nil)

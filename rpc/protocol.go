@@ -35,6 +35,12 @@ const (
 	MethodSpoolGrep     = "spool/grep"
 	MethodSpoolGlob     = "spool/glob"
 	MethodSpoolStat     = "spool/stat"
+	MethodMonitorStart  = "monitor/start"
+	MethodMonitorStop   = "monitor/stop"
+	MethodMonitorList   = "monitor/list"
+	MethodOwnerState    = "owner/state"
+	MethodOwnerRetire   = "owner/retire"
+	MethodMailboxAck    = "mailbox/ack"
 )
 
 // Notifications: helper → Emacs.
@@ -42,6 +48,8 @@ const (
 	NotifyProgress = "exec/progress"
 	NotifyChanged  = "exec/changed"
 	NotifySettled  = "exec/settled"
+	NotifyDeliver  = "mailbox/deliver"
+	NotifyWake     = "session/wake"
 )
 
 // Authority selects whose executions a request may see: model authority
@@ -207,3 +215,58 @@ type SpoolStatParams struct {
 
 // Empty is the {} result.
 type Empty struct{}
+
+type MonitorStartParams struct {
+	SessionID string `json:"sessionId"`
+	Authority
+	Command    string            `json:"command"`
+	Cwd        string            `json:"cwd,omitempty"`
+	Label      string            `json:"label,omitempty"`
+	Filter     string            `json:"filter,omitempty"`
+	Persistent bool              `json:"persistent,omitempty"`
+	TimeoutMs  int64             `json:"timeoutMs,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+}
+
+type MonitorStopParams struct {
+	SessionID string `json:"sessionId"`
+	Authority
+	MonitorID string `json:"monitorId"`
+}
+
+type MonitorListParams struct {
+	SessionID string `json:"sessionId"`
+	Authority
+}
+
+type MonitorListResult struct {
+	Monitors []execution.MonitorInfo `json:"monitors"`
+}
+
+type OwnerStateParams struct {
+	SessionID string `json:"sessionId"`
+	Owner     string `json:"owner,omitempty"`
+	State     string `json:"state"`
+}
+
+type OwnerRetireParams struct {
+	SessionID string `json:"sessionId"`
+	Owner     string `json:"owner,omitempty"`
+}
+
+type OwnerRetireResult struct {
+	Retired int `json:"retired"`
+}
+
+type MailboxAckParams struct {
+	SessionID  string `json:"sessionId"`
+	DeliveryID string `json:"deliveryId"`
+	Durable    bool   `json:"durable,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+type WakeParams struct {
+	SessionID   string   `json:"sessionId"`
+	Owner       string   `json:"owner"`
+	DeliveryIDs []string `json:"deliveryIds"`
+}

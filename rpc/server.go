@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"log"
+	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,49 @@ type Server struct {
 // corrupt. EOF without shutdown is treated as shutdown: every live
 // execution ends as session-ended before Serve returns.
 func Serve(r io.Reader, w io.Writer, logger *log.Logger) {
+	s := newServer(logger)
+	s.serveConn(r, w)
+	s.finish()
+}
+
+// ServeListener serves the clients of l one after another. A client that
+// leaves without shutdown leaves its sessions running for linger: the
+// next client to connect within it gets every pending delivery again.
+// With linger 0, or after shutdown, the first disconnect ends it all.
+func ServeListener(l net.Listener, linger time.Duration, logger *log.Logger) error {
+	s := newServer(logger)
+	defer s.finish()
+	for first := true; ; first = false {
+		if !first {
+			if dl, ok := l.(interface{ SetDeadline(time.Time) error }); ok {
+				_ = dl.SetDeadline(time.Now().Add(linger))
+			}
+		}
+		c, err := l.Accept()
+		if err != nil {
+			if first {
+				return err
+			}
+			s.logger.Printf("no client came back within %v; shutting down", linger)
+			return nil
+		}
+		if !first {
+			s.mgr.SetConnected(true)
+		}
+		s.serveConn(c, c)
+		c.Close()
+		s.mu.Lock()
+		down := s.down
+		s.mu.Unlock()
+		if down || linger <= 0 {
+			return nil
+		}
+		s.logger.Printf("client left without shutdown; keeping sessions for %v", linger)
+		s.mgr.SetConnected(false)
+	}
+}
+
+func newServer(logger *log.Logger) *Server {
 	if logger == nil {
 		logger = log.New(os.Stderr, "mevedel-exec: ", log.LstdFlags)
 	}
@@ -56,9 +100,26 @@ func Serve(r io.Reader, w io.Writer, logger *log.Logger) {
 		}
 	})
 	s.mgr = execution.NewManager(s.fwd, &execution.Local{})
-	conn := jsonrpc2.NewConn(context.Background(), NewStream(r, w, nil, logger), s, jsonrpc2.SetLogger(logger))
+	return s
+}
+
+// serveConn serves one connection until it ends. Requests still waiting
+// then are cancelled: nobody is left to read their replies.
+func (s *Server) serveConn(r io.Reader, w io.Writer) {
+	conn := jsonrpc2.NewConn(context.Background(), NewStream(r, w, nil, s.logger), s, jsonrpc2.SetLogger(s.logger))
 	s.conn.Store(conn)
 	<-conn.DisconnectNotify()
+	s.conn.CompareAndSwap(conn, nil)
+	s.mu.Lock()
+	for id, cancel := range s.waiting {
+		cancel(errDisconnected)
+		delete(s.waiting, id)
+	}
+	s.mu.Unlock()
+}
+
+// finish shuts everything down and waits for it.
+func (s *Server) finish() {
 	s.beginShutdown()()
 	s.wg.Wait()
 	s.fwd.close()
@@ -149,7 +210,10 @@ func (s *Server) cancellable(id jsonrpc2.ID) context.Context {
 // year, as good as forever.
 const maxWaitMs = 365 * 24 * 3600 * 1000
 
-var errCancelled = errors.New("request cancelled by the client")
+var (
+	errCancelled    = errors.New("request cancelled by the client")
+	errDisconnected = errors.New("the client disconnected")
+)
 
 // Handle implements jsonrpc2.Handler. It runs on the read loop.
 func (s *Server) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
@@ -212,6 +276,12 @@ func init() {
 		MethodSpoolGrep:     (*Server).spoolGrep,
 		MethodSpoolGlob:     (*Server).spoolGlob,
 		MethodSpoolStat:     (*Server).spoolStat,
+		MethodMonitorStart:  (*Server).monitorStart,
+		MethodMonitorStop:   (*Server).monitorStop,
+		MethodMonitorList:   (*Server).monitorList,
+		MethodOwnerState:    (*Server).ownerState,
+		MethodOwnerRetire:   (*Server).ownerRetire,
+		MethodMailboxAck:    (*Server).mailboxAck,
 	}
 }
 
@@ -302,7 +372,7 @@ func (s *Server) sessionClose(req *jsonrpc2.Request, r *reply) {
 	}
 	s.goOwned(func() {
 		sess.Wait()
-		r.ok(SessionCloseResult{Discarded: 0})
+		r.ok(SessionCloseResult{Discarded: sess.Discarded()})
 	})
 }
 

@@ -12,6 +12,10 @@ command -v git >/dev/null || need_pkgs+=(git)
 command -v make >/dev/null || need_pkgs+=(make)
 command -v emacs >/dev/null || need_pkgs+=(emacs-nox)
 command -v npm >/dev/null || need_pkgs+=(npm)
+# The remote tests start a private sshd; the panel test drives emacs -nw in tmux.
+[ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)
+command -v ssh >/dev/null || need_pkgs+=(openssh-client)
+command -v tmux >/dev/null || need_pkgs+=(tmux)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "setup: missing ${need_pkgs[*]}; install them (apt-get install ${need_pkgs[*]}) or run as root" >&2

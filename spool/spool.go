@@ -378,6 +378,28 @@ func (s *Spool) ObserveUnread(maxChars int, final bool) (Observation, error) {
 	return obs, nil
 }
 
+// PeekUnread renders [Cursor(), Bytes()) without moving the cursor: a
+// pending delivery shows the final output while only its acknowledgement
+// may consume it.
+func (s *Spool) PeekUnread(maxChars int) (Observation, error) {
+	s.obsMu.Lock()
+	defer s.obsMu.Unlock()
+	s.mu.Lock()
+	from, end := s.cursor, s.bytes
+	s.mu.Unlock()
+	return s.Render(from, max(end, from), maxChars)
+}
+
+// ConsumeTo moves the cursor forward to to (never backward, never past
+// Bytes()).
+func (s *Spool) ConsumeTo(to int64) {
+	s.obsMu.Lock()
+	defer s.obsMu.Unlock()
+	s.mu.Lock()
+	s.cursor = max(s.cursor, min(to, s.bytes))
+	s.mu.Unlock()
+}
+
 // Tail returns the last maxChars characters of the spool (maxChars <= 0
 // means DefaultMaxChars), starting after a '\n' when that keeps at least half
 // of them. An incomplete character at the very end is left out, as the

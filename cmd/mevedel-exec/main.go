@@ -44,6 +44,7 @@ func main() {
 func serve(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	listen := fs.String("listen", "", "serve one client on this unix socket (mode 0600) instead of stdio")
+	linger := fs.Duration("linger", 0, "with --listen: after a client leaves without shutdown, keep its sessions this long for the next client")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -79,13 +80,10 @@ func serve(args []string) int {
 		return 1
 	}
 	defer os.Remove(*listen)
-	c, err := l.Accept()
-	l.Close()
-	if err != nil {
+	defer l.Close()
+	if err := rpc.ServeListener(l, *linger, logger); err != nil {
 		logger.Print(err)
 		return 1
 	}
-	rpc.Serve(c, c, logger)
-	c.Close()
 	return 0
 }

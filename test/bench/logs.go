@@ -1088,6 +1088,8 @@ type nopEvents struct{}
 func (nopEvents) Changed(*execution.Session)       {}
 func (nopEvents) Settled(execution.Facts)          {}
 func (nopEvents) Progress(execution.Facts, string) {}
+func (nopEvents) Deliver(execution.Delivery)       {}
+func (nopEvents) Wake(*execution.Session, string)  {}
 
 // grepInProcess opens the corpus in an execution.Manager of this process
 // and times Session.GrepLogs, the code the helper runs for spool/grep; then

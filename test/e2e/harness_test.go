@@ -343,6 +343,11 @@ func (s *session) waitFinal(id string, extra map[string]any) (string, obs) {
 		o := s.mustObserve(id, p)
 		out.WriteString(o.Output)
 		if o.Final {
+			if o.DeliveryID != "" {
+				// The result was delivered meanwhile: keep it as Emacs would,
+				// so the execution can leave the registry.
+				s.h.mustCall("mailbox/ack", map[string]any{"sessionId": s.id, "deliveryId": o.DeliveryID, "durable": true}, nil)
+			}
 			return out.String(), o
 		}
 	}

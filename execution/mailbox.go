@@ -1,0 +1,365 @@
+package execution
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// DeliveryKind says what a delivery carries.
+type DeliveryKind string
+
+const (
+	KindExecution       DeliveryKind = "EXECUTION"
+	KindMonitor         DeliveryKind = "MONITOR"
+	KindMonitorTerminal DeliveryKind = "MONITOR_TERMINAL"
+)
+
+// DeliveryAttrs are the structured attributes of a delivery. A view builds
+// its notice from these, never from output text (output can spoof).
+type DeliveryAttrs struct {
+	ExecutionID string      `json:"executionId,omitempty"`
+	MonitorID   string      `json:"monitorId,omitempty"`
+	Label       string      `json:"label,omitempty"`
+	Command     string      `json:"command,omitempty"`
+	Status      Status      `json:"status,omitempty"`
+	Termination Termination `json:"termination,omitempty"`
+	ExitCode    *int        `json:"exitCode,omitempty"`
+	Signal      string      `json:"signal,omitempty"`
+	Events      *int64      `json:"events,omitempty"` // monitors: events so far, 0 included
+	Suppressed  int64       `json:"suppressed,omitempty"`
+	Reason      string      `json:"reason,omitempty"`
+}
+
+// Delivery is one mailbox/deliver notification. It is frozen when made:
+// every resend carries the same id and content.
+type Delivery struct {
+	SessionID   string        `json:"sessionId"`
+	Owner       string        `json:"owner"`
+	DeliveryID  string        `json:"deliveryId"`
+	Kind        DeliveryKind  `json:"kind"`
+	Attrs       DeliveryAttrs `json:"attrs"`
+	Text        string        `json:"text,omitempty"` // MONITOR_TERMINAL: the one notice line
+	Observation *Observation  `json:"observation,omitempty"`
+	Lines       []string      `json:"lines,omitempty"`
+	Attempt     int           `json:"attempt"` // 1 on the first send
+}
+
+// Mailbox tuning. Limits may shorten the ack timeout and first backoff
+// (tests do); the doubling cap is fixed.
+const (
+	defaultAckTimeout = 10 * time.Second
+	defaultRetry      = time.Second
+	maxRetry          = 30 * time.Second
+)
+
+// parcel is a delivery waiting for its durable ack.
+type parcel struct {
+	d        Delivery
+	inFlight bool          // sent, waiting for the ack
+	due      time.Time     // in flight: ack deadline; otherwise next send
+	backoff  time.Duration // the wait before the next resend
+	// durable runs once, after the durable ack (outside the mailbox lock).
+	durable func(Delivery)
+	// discard runs once if the session closes first.
+	discard func()
+}
+
+// MailboxStats counts what the mailbox did, for tests and benchmarks.
+type MailboxStats struct {
+	Made    int64 // deliveries made
+	Sent    int64 // sends, first ones and resends
+	Resent  int64 // resends after a failure, a timeout or a lost connection
+	Durable int64 // deliveries retired by a durable ack
+}
+
+// mailbox holds a session's pending deliveries and (re)sends them from
+// one goroutine until each is durably acknowledged.
+type mailbox struct {
+	s          *Session
+	ackTimeout time.Duration // immutable
+	retry      time.Duration // immutable
+	kick       chan struct{} // buffered; wakes the sender
+
+	mu        sync.Mutex
+	parcels   map[string]*parcel // guarded by mu
+	order     []*parcel          // guarded by mu; creation order, for sending
+	seq       int                // guarded by mu
+	connected bool               // guarded by mu
+	closed    bool               // guarded by mu
+	stats     MailboxStats       // guarded by mu
+}
+
+func newMailbox(s *Session) *mailbox {
+	mb := &mailbox{
+		s:          s,
+		ackTimeout: defaultAckTimeout,
+		retry:      defaultRetry,
+		kick:       make(chan struct{}, 1),
+		parcels:    map[string]*parcel{},
+		connected:  true,
+	}
+	if s.limits.AckTimeoutMs > 0 {
+		mb.ackTimeout = time.Duration(s.limits.AckTimeoutMs) * time.Millisecond
+	}
+	if s.limits.RetryMs > 0 {
+		mb.retry = time.Duration(s.limits.RetryMs) * time.Millisecond
+	}
+	return mb
+}
+
+func (mb *mailbox) poke() {
+	select {
+	case mb.kick <- struct{}{}:
+	default:
+	}
+}
+
+// post queues d for delivery and returns its id. It reports false when
+// the session is closing: then nothing is delivered.
+func (mb *mailbox) post(d Delivery, durable func(Delivery), discard func()) (string, bool) {
+	mb.mu.Lock()
+	if mb.closed {
+		mb.mu.Unlock()
+		return "", false
+	}
+	mb.seq++
+	d.SessionID = mb.s.id
+	d.DeliveryID = fmt.Sprintf("dlv-%s-%06d", mb.s.prefix, mb.seq)
+	p := &parcel{d: d, due: time.Now(), backoff: mb.retry, durable: durable, discard: discard}
+	mb.parcels[d.DeliveryID] = p
+	mb.order = append(mb.order, p)
+	mb.stats.Made++
+	mb.mu.Unlock()
+	mb.poke()
+	return d.DeliveryID, true
+}
+
+// ack handles mailbox/ack. Unknown and already retired ids are success:
+// acks are idempotent. A failure for a parcel that is not in flight (its
+// ack timed out already) changes nothing.
+func (mb *mailbox) ack(id string, durable bool) {
+	mb.mu.Lock()
+	p, ok := mb.parcels[id]
+	if !ok {
+		mb.mu.Unlock()
+		return
+	}
+	if durable {
+		mb.removeLocked(p)
+		mb.stats.Durable++
+		mb.mu.Unlock()
+		if p.durable != nil {
+			p.durable(p.d)
+		}
+		return
+	}
+	if p.inFlight {
+		mb.restoreLocked(p, time.Now())
+	}
+	mb.mu.Unlock()
+	mb.poke()
+}
+
+func (mb *mailbox) removeLocked(p *parcel) {
+	delete(mb.parcels, p.d.DeliveryID)
+	for i, q := range mb.order {
+		if q == p {
+			mb.order = append(mb.order[:i], mb.order[i+1:]...)
+			break
+		}
+	}
+}
+
+// restoreLocked takes a parcel back from flight and schedules its resend
+// with a doubling backoff.
+func (mb *mailbox) restoreLocked(p *parcel, now time.Time) {
+	p.inFlight = false
+	p.due = now.Add(p.backoff)
+	p.backoff = min(2*p.backoff, maxRetry)
+}
+
+// setConnected follows the connection: losing it restores every parcel in
+// flight; a new one gets them again after their backoff.
+func (mb *mailbox) setConnected(up bool) {
+	mb.mu.Lock()
+	mb.connected = up
+	if !up {
+		now := time.Now()
+		for _, p := range mb.order {
+			if p.inFlight {
+				mb.restoreLocked(p, now)
+			}
+		}
+	}
+	mb.mu.Unlock()
+	mb.poke()
+}
+
+// pending reports whether the delivery id is still waiting for its ack.
+func (mb *mailbox) pending(id string) bool {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	_, ok := mb.parcels[id]
+	return ok
+}
+
+// close discards every pending delivery and returns how many there were.
+func (mb *mailbox) close() int {
+	mb.mu.Lock()
+	mb.closed = true
+	dropped := mb.order
+	mb.order, mb.parcels = nil, map[string]*parcel{}
+	mb.mu.Unlock()
+	mb.poke()
+	for _, p := range dropped {
+		if p.discard != nil {
+			p.discard()
+		}
+	}
+	return len(dropped)
+}
+
+// run sends due parcels and expires unanswered ones until the session
+// closes.
+func (mb *mailbox) run() {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		var send []Delivery
+		now := time.Now()
+		next := now.Add(time.Hour)
+		mb.mu.Lock()
+		if mb.closed {
+			mb.mu.Unlock()
+			return
+		}
+		for _, p := range mb.order {
+			switch {
+			case p.inFlight && !now.Before(p.due):
+				mb.restoreLocked(p, now) // no ack in time
+			case !p.inFlight && mb.connected && !now.Before(p.due):
+				p.inFlight = true
+				p.due = now.Add(mb.ackTimeout)
+				p.d.Attempt++
+				mb.stats.Sent++
+				if p.d.Attempt > 1 {
+					mb.stats.Resent++
+				}
+				send = append(send, p.d)
+			}
+			if (p.inFlight || mb.connected) && p.due.Before(next) {
+				next = p.due
+			}
+		}
+		mb.mu.Unlock()
+		for _, d := range send {
+			mb.s.m.events.Deliver(d)
+		}
+		timer.Reset(time.Until(next))
+		select {
+		case <-mb.kick:
+		case <-timer.C:
+		}
+	}
+}
+
+// Stats returns the session's mailbox counters.
+func (s *Session) Stats() MailboxStats {
+	s.mail.mu.Lock()
+	defer s.mail.mu.Unlock()
+	return s.mail.stats
+}
+
+// Ack handles mailbox/ack: durable, or a failure to keep the record.
+func (s *Session) Ack(id string, durable bool) { s.mail.ack(id, durable) }
+
+// ownerMarks is the wake state of one owner; it lives in memory only.
+type ownerMarks struct {
+	busy    bool
+	owed    []string // delivery ids owing attention, oldest first
+	retired uint64   // epoch of the last owner/retire
+}
+
+// attention is a session's wake bookkeeping.
+type attention struct {
+	mu     sync.Mutex
+	owners map[string]*ownerMarks // guarded by mu
+	epoch  uint64                 // guarded by mu; bumped by every retire
+}
+
+func (a *attention) marks(owner string) *ownerMarks {
+	m := a.owners[owner]
+	if m == nil {
+		m = &ownerMarks{}
+		a.owners[owner] = m
+	}
+	return m
+}
+
+// now returns the current epoch, taken when a result is made so a later
+// owner/retire covers it.
+func (s *Session) attentionEpoch() uint64 {
+	s.att.mu.Lock()
+	defer s.att.mu.Unlock()
+	return s.att.epoch
+}
+
+// owe marks id as owing owner's attention, unless an owner/retire after
+// epoch retired it. An idle owner is woken.
+func (s *Session) owe(owner, id string, epoch uint64) {
+	s.att.mu.Lock()
+	m := s.att.marks(owner)
+	if m.retired > epoch {
+		s.att.mu.Unlock()
+		return
+	}
+	m.owed = append(m.owed, id)
+	idle := !m.busy
+	s.att.mu.Unlock()
+	if idle {
+		s.m.events.Wake(s, owner)
+	}
+}
+
+// TakeWake hands out what owner owes attention to, coalesced into one
+// wake, when the owner is idle; ok is false when there is nothing to wake
+// for. The forwarder calls it when it sends the wake, so every mark made
+// until then joins.
+func (s *Session) TakeWake(owner string) (ids []string, ok bool) {
+	s.att.mu.Lock()
+	defer s.att.mu.Unlock()
+	m := s.att.marks(owner)
+	if m.busy || len(m.owed) == 0 {
+		return nil, false
+	}
+	ids, m.owed = m.owed, nil
+	return ids, true
+}
+
+// SetOwnerState records busy or idle; an owner turning idle with
+// attention owed is woken.
+func (s *Session) SetOwnerState(owner string, busy bool) {
+	s.att.mu.Lock()
+	m := s.att.marks(owner)
+	m.busy = busy
+	wake := !busy && len(m.owed) > 0
+	s.att.mu.Unlock()
+	if wake {
+		s.m.events.Wake(s, owner)
+	}
+}
+
+// RetireOwner retires all attention owner owes up to now, including
+// results not yet durable; what arrives later stays owed. Monitors keep
+// running.
+func (s *Session) RetireOwner(owner string) int {
+	s.att.mu.Lock()
+	defer s.att.mu.Unlock()
+	m := s.att.marks(owner)
+	n := len(m.owed)
+	m.owed = nil
+	s.att.epoch++
+	m.retired = s.att.epoch
+	return n
+}

@@ -1,0 +1,103 @@
+package rpc
+
+import (
+	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/internal/fault"
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+func (s *Server) monitorStart(req *jsonrpc2.Request, r *reply) {
+	var p MonitorStartParams
+	c, sess, ok := s.prepare(req, r, &p, &p.Authority, &p.SessionID)
+	if !ok {
+		return
+	}
+	m, err := sess.StartMonitor(c, execution.MonitorParams{
+		Command: p.Command, Cwd: p.Cwd, Label: p.Label, Filter: p.Filter,
+		Persistent: p.Persistent, TimeoutMs: p.TimeoutMs, Env: p.Env,
+	})
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	r.ok(m.Info())
+}
+
+func (s *Server) monitorStop(req *jsonrpc2.Request, r *reply) {
+	var p MonitorStopParams
+	c, sess, ok := s.prepare(req, r, &p, &p.Authority, &p.SessionID)
+	if !ok {
+		return
+	}
+	if err := sess.StopMonitor(c, p.MonitorID, func(m execution.MonitorInfo) { r.ok(m) }); err != nil {
+		r.fail(err)
+	}
+}
+
+func (s *Server) monitorList(req *jsonrpc2.Request, r *reply) {
+	var p MonitorListParams
+	c, sess, ok := s.prepare(req, r, &p, &p.Authority, &p.SessionID)
+	if !ok {
+		return
+	}
+	r.ok(MonitorListResult{Monitors: sess.Monitors(c)})
+}
+
+func (s *Server) ownerState(req *jsonrpc2.Request, r *reply) {
+	var p OwnerStateParams
+	var auth Authority
+	_, sess, ok := s.prepare(req, r, &p, &auth, &p.SessionID)
+	if !ok {
+		return
+	}
+	var busy bool
+	switch p.State {
+	case "busy":
+		busy = true
+	case "idle":
+	default:
+		r.fail(fault.New(fault.InvalidParams, `state must be "busy" or "idle", got %q`, p.State))
+		return
+	}
+	sess.SetOwnerState(ownerOf(p.Owner), busy)
+	// The reply follows every wake decided before the change, so a client
+	// that got it never sees a wake contradicting busy.
+	s.fwd.after(func() { r.ok(Empty{}) })
+}
+
+func (s *Server) ownerRetire(req *jsonrpc2.Request, r *reply) {
+	var p OwnerRetireParams
+	var auth Authority
+	_, sess, ok := s.prepare(req, r, &p, &auth, &p.SessionID)
+	if !ok {
+		return
+	}
+	n := sess.RetireOwner(ownerOf(p.Owner))
+	s.fwd.after(func() { r.ok(OwnerRetireResult{Retired: n}) })
+}
+
+func (s *Server) mailboxAck(req *jsonrpc2.Request, r *reply) {
+	var p MailboxAckParams
+	var auth Authority
+	_, sess, ok := s.prepare(req, r, &p, &auth, &p.SessionID)
+	if !ok {
+		return
+	}
+	if p.DeliveryID == "" {
+		r.fail(fault.New(fault.InvalidParams, "deliveryId is required"))
+		return
+	}
+	if p.Durable == (p.Error != "") {
+		r.fail(fault.New(fault.InvalidParams, "mailbox/ack takes either durable: true or an error, not both or neither"))
+		return
+	}
+	sess.Ack(p.DeliveryID, p.Durable)
+	r.ok(Empty{})
+}
+
+func ownerOf(o string) string {
+	if o == "" {
+		return "/root"
+	}
+	return o
+}

@@ -1,0 +1,306 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mevedel/mevedel-exec/execution"
+)
+
+type delivery = execution.Delivery
+
+type wake struct {
+	SessionID   string
+	Owner       string
+	DeliveryIDs []string
+}
+
+// waitDelivery waits for a mailbox/deliver notification that satisfies
+// match, counting from the n-th notification on.
+func (h *helper) waitDelivery(match func(delivery) bool) delivery {
+	h.t.Helper()
+	var d delivery
+	h.waitNote(func(n note) bool {
+		if n.Method != "mailbox/deliver" {
+			return false
+		}
+		var x delivery
+		if json.Unmarshal(n.Params, &x) != nil || !match(x) {
+			return false
+		}
+		d = x
+		return true
+	})
+	return d
+}
+
+// deliveriesOf returns every delivery notification so far about execution
+// or monitor id.
+func (h *helper) deliveriesOf(id string) []delivery {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []delivery
+	for _, n := range h.notes {
+		var d delivery
+		if n.Method == "mailbox/deliver" && json.Unmarshal(n.Params, &d) == nil &&
+			(d.Attrs.ExecutionID == id || d.Attrs.MonitorID == id) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// wakes returns every session/wake so far.
+func (h *helper) wakes() []wake {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []wake
+	for _, n := range h.notes {
+		var w wake
+		if n.Method == "session/wake" && json.Unmarshal(n.Params, &w) == nil {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func (s *session) ack(id string, durable bool) {
+	s.h.t.Helper()
+	p := map[string]any{"sessionId": s.id, "deliveryId": id}
+	if durable {
+		p["durable"] = true
+	} else {
+		p["error"] = "the test refused it"
+	}
+	s.h.mustCall("mailbox/ack", p, nil)
+}
+
+func (s *session) ownerState(owner, state string) {
+	s.h.t.Helper()
+	s.h.mustCall("owner/state", map[string]any{"sessionId": s.id, "owner": owner, "state": state}, nil)
+}
+
+// background starts command yielded at once and returns its id.
+func (s *session) background(command string) string {
+	s.h.t.Helper()
+	o := s.mustStart(command, map[string]any{"yieldMs": 0})
+	if o.Final {
+		s.h.t.Fatalf("%q did not yield", command)
+	}
+	return o.Facts.ExecutionID
+}
+
+// barrier runs one more yielded command to its durable delivery. Deliveries
+// go out in the order they are made, so anything the earlier executions
+// were going to deliver has been sent by the time this one arrives.
+func (s *session) barrier() {
+	s.h.t.Helper()
+	id := s.background("true")
+	d := s.h.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == id })
+	s.ack(d.DeliveryID, true)
+}
+
+func TestDeliveryIsPendingUntilDurableAck(t *testing.T) {
+	h := startHelper(t)
+	s := h.open(nil)
+	gate := fifo(t, "gate")
+	id := s.background(fmt.Sprintf("read < %s; echo finished; exit 3", gate))
+	release(t, gate)
+
+	d := h.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == id })
+	if d.Kind != execution.KindExecution || d.Owner != "/root" || d.SessionID != s.id || d.Attempt != 1 {
+		t.Fatalf("delivery %+v", d)
+	}
+	if d.Attrs.ExitCode == nil || *d.Attrs.ExitCode != 3 || d.Attrs.Status != execution.StatusFailed {
+		t.Fatalf("attrs %+v", d.Attrs)
+	}
+	if d.Observation == nil || !d.Observation.Final || d.Observation.Output != "finished\n" {
+		t.Fatalf("observation %+v", d.Observation)
+	}
+
+	// Pending: a poll sees the result without claiming it.
+	o := s.mustObserve(id, nil)
+	if !o.Final || o.Output != "finished\n" || o.DeliveryID != d.DeliveryID || o.Facts.UnreadBytes != 9 {
+		t.Fatalf("poll while pending: %+v", o)
+	}
+	s.ack(d.DeliveryID, true)
+	o = s.mustObserve(id, nil)
+	if !o.Final || o.Output != "finished\n" || o.DeliveryID != "" || o.Facts.UnreadBytes != 0 {
+		t.Fatalf("poll after the durable ack: %+v", o)
+	}
+	// Acks are idempotent: a repeat and a late failure change nothing.
+	s.ack(d.DeliveryID, true)
+	s.ack(d.DeliveryID, false)
+	s.barrier()
+	if n := len(h.deliveriesOf(id)); n != 1 {
+		t.Fatalf("%d deliveries of %s, want 1", n, id)
+	}
+}
+
+func TestDeliveryIsSentAgainAfterFailureAndTimeout(t *testing.T) {
+	h := startHelper(t)
+	s := h.open(map[string]any{"ackTimeoutMs": 300, "retryMs": 50})
+	id := s.background("echo again")
+
+	first := h.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == id })
+	s.ack(first.DeliveryID, false)
+	second := h.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == id && d.Attempt == 2 })
+	// No ack this time: the timeout restores it.
+	third := h.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == id && d.Attempt == 3 })
+	for _, d := range []delivery{second, third} {
+		if d.DeliveryID != first.DeliveryID || d.Observation.Output != "again\n" {
+			t.Fatalf("resend %+v differs from the first %+v", d, first)
+		}
+	}
+	s.ack(first.DeliveryID, true)
+	s.barrier()
+	for _, d := range h.deliveriesOf(id) {
+		if d.DeliveryID != first.DeliveryID {
+			t.Fatalf("a second delivery id %s for one result", d.DeliveryID)
+		}
+	}
+	if o := s.mustObserve(id, nil); o.Facts.UnreadBytes != 0 || !o.Final {
+		t.Fatalf("after the ack: %+v", o)
+	}
+}
+
+func TestClaimedResultsAreNotDelivered(t *testing.T) {
+	h := startHelper(t)
+	s := h.open(nil)
+	gate := fifo(t, "gate")
+
+	// A waiting observation claims the result.
+	waited := s.background(fmt.Sprintf("read < %s; echo waited", gate))
+	got := make(chan obs, 1)
+	go func() {
+		o, _ := s.observe(waited, map[string]any{"waitMs": 30000})
+		got <- o
+	}()
+	h.waitState(waited, execution.Running)
+	release(t, gate)
+	if o := <-got; !o.Final || o.Output != "waited\n" {
+		t.Fatalf("waiting observation: %+v", o)
+	}
+
+	// exec/stop's reply claims it too.
+	stopped := s.background("sleep 300")
+	h.waitState(stopped, execution.Running)
+	var so obs
+	h.mustCall("exec/stop", map[string]any{"sessionId": s.id, "executionId": stopped}, &so)
+	if !so.Final || so.Facts.Termination != execution.Stopped {
+		t.Fatalf("stop: %+v", so)
+	}
+
+	// Foreground completions never produce one.
+	fg := s.mustStart("echo fg", nil)
+
+	s.barrier()
+	for _, id := range []string{waited, stopped, fg.Facts.ExecutionID} {
+		if ds := h.deliveriesOf(id); len(ds) != 0 {
+			t.Errorf("claimed result %s was delivered: %+v", id, ds)
+		}
+	}
+	for _, w := range h.wakes() {
+		if slices.Contains(w.DeliveryIDs, stopped) {
+			t.Errorf("wake for a stopped execution: %+v", w)
+		}
+	}
+}
+
+func TestWakeOnlyWhileIdleAndCoalesced(t *testing.T) {
+	h := startHelper(t)
+	s := h.open(nil)
+
+	// Idle by default: one durable result wakes the owner.
+	id := s.background("true")
+	d := h.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == id })
+	s.ack(d.DeliveryID, true)
+	h.waitNote(func(n note) bool {
+		return n.Method == "session/wake" && strings.Contains(string(n.Params), d.DeliveryID)
+	})
+
+	// Busy: results are owed, not woken; idle again brings one wake for all.
+	s.ownerState("/root", "busy")
+	var ids []string
+	for range 3 {
+		id := s.background("true")
+		d := h.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == id })
+		s.ack(d.DeliveryID, true)
+		ids = append(ids, d.DeliveryID)
+	}
+	before := len(h.wakes())
+	s.ownerState("/root", "idle")
+	h.waitNote(func(n note) bool {
+		return n.Method == "session/wake" && strings.Contains(string(n.Params), ids[2])
+	})
+	ws := h.wakes()
+	if len(ws) != before+1 || !slices.Equal(ws[len(ws)-1].DeliveryIDs, ids) {
+		t.Fatalf("wakes %+v, want one with %v", ws[before:], ids)
+	}
+
+	// owner/retire drops what is owed up to then; later results stay owed.
+	s.ownerState("/root", "busy")
+	old := s.background("true")
+	od := h.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == old })
+	s.ack(od.DeliveryID, true)
+	var r struct{ Retired int }
+	h.mustCall("owner/retire", map[string]any{"sessionId": s.id}, &r)
+	if r.Retired != 1 {
+		t.Fatalf("retired %d, want 1", r.Retired)
+	}
+	later := s.background("true")
+	ld := h.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == later })
+	s.ack(ld.DeliveryID, true)
+	s.ownerState("/root", "idle")
+	w := h.waitNote(func(n note) bool { return n.Method == "session/wake" && strings.Contains(string(n.Params), ld.DeliveryID) })
+	if strings.Contains(string(w.Params), od.DeliveryID) {
+		t.Fatalf("retired attention woke again: %s", w.Params)
+	}
+
+	// A result the model polled is not woken for, and another owner's
+	// results never wake anyone.
+	polled := s.background("echo seen")
+	pd := h.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == polled })
+	if o := s.mustObserve(polled, nil); !o.Final {
+		t.Fatalf("poll: %+v", o)
+	}
+	s.ack(pd.DeliveryID, true)
+	sub := s.mustStart("true", map[string]any{"yieldMs": 0, "owner": "/root/sub"}).Facts.ExecutionID
+	sd := h.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == sub })
+	if sd.Owner != "/root/sub" {
+		t.Fatalf("delivery owner %q", sd.Owner)
+	}
+	s.ack(sd.DeliveryID, true)
+	s.barrier()
+	for _, w := range h.wakes() {
+		if slices.Contains(w.DeliveryIDs, pd.DeliveryID) || slices.Contains(w.DeliveryIDs, sd.DeliveryID) || w.Owner != "/root" {
+			t.Fatalf("unexpected wake %+v", w)
+		}
+	}
+}
+
+func TestSessionCloseDiscardsPendingDeliveries(t *testing.T) {
+	h := startHelper(t)
+	s := h.open(nil)
+	id := s.background("echo unacked")
+	h.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == id })
+	var r struct{ Discarded int }
+	h.mustCall("session/close", map[string]any{"sessionId": s.id}, &r)
+	if r.Discarded != 1 {
+		t.Fatalf("discarded %d, want 1", r.Discarded)
+	}
+}
+
+func TestMailboxAckBadInput(t *testing.T) {
+	h := startHelper(t)
+	s := h.open(nil)
+	h.wantError("mailbox/ack", map[string]any{"sessionId": s.id, "deliveryId": "x"}, -32602, "invalid-params")
+	h.wantError("mailbox/ack", map[string]any{"sessionId": s.id, "deliveryId": "x", "durable": true, "error": "both"}, -32602, "invalid-params")
+	h.wantError("owner/state", map[string]any{"sessionId": s.id, "state": "asleep"}, -32602, "invalid-params")
+	h.wantError("mailbox/ack", map[string]any{"sessionId": "nope", "deliveryId": "x", "durable": true}, -32001, "not-found")
+	// Unknown ids are success: acks are idempotent.
+	h.mustCall("mailbox/ack", map[string]any{"sessionId": s.id, "deliveryId": "dlv-unknown", "durable": true}, nil)
+}
