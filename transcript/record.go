@@ -1,0 +1,88 @@
+package transcript
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"time"
+)
+
+// Record types.
+const (
+	TypeRow        = "row"        // an execution started: facts at start, group leader
+	TypeSettled    = "settled"    // it settled: final facts
+	TypeBreadcrumb = "breadcrumb" // the one completion line of a yielded execution
+	TypeNotice     = "notice"     // a forwarded completion or a monitor's end
+	TypeLost       = "lost"       // no terminal evidence after a restart: final facts
+)
+
+// Record is one line of the journal and also the wire shape of
+// transcript/records. Booleans are present only when true; exitCode whenever
+// it is known, 0 included.
+type Record struct {
+	Seq         uint64 `json:"seq"`
+	Type        string `json:"type"`
+	ExecutionID string `json:"executionId,omitempty"`
+	ToolUseID   string `json:"toolUseId,omitempty"`
+	Owner       string `json:"owner,omitempty"`
+	// At is RFC 3339 UTC with milliseconds; Append sets it when empty.
+	At string `json:"at"`
+	// Facts is the execution's facts object, opaque here: at start on a
+	// row, final on settled and lost.
+	Facts json.RawMessage `json:"facts,omitempty"`
+	// Leader is set on rows only, for recovery after a crash.
+	Leader *Leader `json:"leader,omitempty"`
+	// Status is a breadcrumb's completed, failed, stopped, timed-out or lost.
+	Status   string `json:"status,omitempty"`
+	ExitCode *int   `json:"exitCode,omitempty"`
+	Signal   string `json:"signal,omitempty"`
+	Label    string `json:"label,omitempty"`
+	// Text is the one rendered line of a breadcrumb or notice.
+	Text string `json:"text,omitempty"`
+	// Attrs are the structured attributes a notice was built from. Values
+	// are JSON scalars; after a reload numbers come back as float64.
+	Attrs map[string]any `json:"attrs,omitempty"`
+}
+
+// Leader identifies an execution's process-group leader well enough to tell
+// it from a later process that reused its pid.
+type Leader struct {
+	Pid  int `json:"pid"`
+	Pgid int `json:"pgid"`
+	// StartTime is field 22 of /proc/PID/stat: clock ticks since boot.
+	StartTime uint64 `json:"startTime"`
+	Target    string `json:"target,omitempty"`
+}
+
+// hasFacts reports whether records of type t carry an execution's facts;
+// compaction keeps only the latest of them per execution.
+func hasFacts(t string) bool {
+	return t == TypeRow || t == TypeSettled || t == TypeLost
+}
+
+// clone copies everything a record refers to, so neither the caller of
+// Append nor a reader of Records shares memory with the journal.
+func (r Record) clone() Record {
+	if r.Facts != nil {
+		r.Facts = bytes.Clone(r.Facts)
+	}
+	if r.Leader != nil {
+		l := *r.Leader
+		r.Leader = &l
+	}
+	if r.ExitCode != nil {
+		c := *r.ExitCode
+		r.ExitCode = &c
+	}
+	if r.Attrs != nil {
+		r.Attrs = maps.Clone(r.Attrs)
+	}
+	return r
+}
+
+const timeLayout = "2006-01-02T15:04:05.000Z"
+
+// now is the journal's clock.
+var now = time.Now
+
+func stamp(t time.Time) string { return t.UTC().Format(timeLayout) }
