@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
+	"github.com/mevedel/mevedel-exec/transcript"
 )
 
 // Monitor tuning: a monitor is for events, not for streaming a log.
@@ -266,49 +267,23 @@ func (m *Monitor) pump() {
 	}
 }
 
-// monitorNotice is the terminal line, built from attributes only.
+// monitorNotice is the terminal line, built from attributes only. A
+// plain stop needs no reason; a timeout or a throttle stop says why.
 func monitorNotice(a DeliveryAttrs) string {
-	status := "stopped"
-	switch a.Status {
-	case StatusCompleted:
-		status = "ended"
-	case StatusFailed:
-		status = "failed"
-	case StatusTimedOut:
-		status = "timed out"
+	attrs := map[string]any{
+		"kind": string(KindMonitorTerminal), "label": a.Label, "command": a.Command,
+		"status": string(a.Status), "signal": a.Signal, "suppressed": a.Suppressed,
 	}
-	var n int64
 	if a.Events != nil {
-		n = *a.Events
+		attrs["events"] = *a.Events
 	}
-	text := fmt.Sprintf("Monitor %q %s · %d %s", oneLine(a.Label), status, n, plural(n, "event", "events"))
-	if a.Suppressed > 0 {
-		text += fmt.Sprintf(" · %d suppressed", a.Suppressed)
+	if a.ExitCode != nil && a.Status != StatusStopped {
+		attrs["exitCode"] = *a.ExitCode
 	}
-	return text
-}
-
-func plural(n int64, one, many string) string {
-	if n == 1 {
-		return one
+	if a.Status != StatusStopped || strings.Contains(a.Reason, "noisy") {
+		attrs["reason"] = a.Reason
 	}
-	return many
-}
-
-// oneLine flattens a label for a notice: no newline or control character
-// can break the line, and it stays short.
-func oneLine(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, s)
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > 60 {
-		s = string(r[:59]) + "…"
-	}
-	return s
+	return transcript.Notice(attrs)
 }
 
 // lookupMonitor finds a monitor visible to c.

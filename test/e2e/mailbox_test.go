@@ -83,13 +83,16 @@ func (s *session) ownerState(owner, state string) {
 	s.h.mustCall("owner/state", map[string]any{"sessionId": s.id, "owner": owner, "state": state}, nil)
 }
 
-// background starts command yielded at once and returns its id.
+// background starts command yielded and returns its id. The command waits
+// on a gate until it has yielded, so even `true` is a yielded execution.
 func (s *session) background(command string) string {
 	s.h.t.Helper()
-	o := s.mustStart(command, map[string]any{"yieldMs": 0})
+	gate := fifo(s.h.t, "yielded")
+	o := s.mustStart("read < "+gate+"; "+command, map[string]any{"yieldMs": 0})
 	if o.Final {
 		s.h.t.Fatalf("%q did not yield", command)
 	}
+	release(s.h.t, gate)
 	return o.Facts.ExecutionID
 }
 
@@ -106,9 +109,7 @@ func (s *session) barrier() {
 func TestDeliveryIsPendingUntilDurableAck(t *testing.T) {
 	h := startHelper(t)
 	s := h.open(nil)
-	gate := fifo(t, "gate")
-	id := s.background(fmt.Sprintf("read < %s; echo finished; exit 3", gate))
-	release(t, gate)
+	id := s.background("echo finished; exit 3")
 
 	d := h.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == id })
 	if d.Kind != execution.KindExecution || d.Owner != "/root" || d.SessionID != s.id || d.Attempt != 1 {
@@ -255,7 +256,9 @@ func TestWakeOnlyWhileIdleAndCoalesced(t *testing.T) {
 	ld := h.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == later })
 	s.ack(ld.DeliveryID, true)
 	s.ownerState("/root", "idle")
-	w := h.waitNote(func(n note) bool { return n.Method == "session/wake" && strings.Contains(string(n.Params), ld.DeliveryID) })
+	w := h.waitNote(func(n note) bool {
+		return n.Method == "session/wake" && strings.Contains(string(n.Params), ld.DeliveryID)
+	})
 	if strings.Contains(string(w.Params), od.DeliveryID) {
 		t.Fatalf("retired attention woke again: %s", w.Params)
 	}
@@ -268,7 +271,9 @@ func TestWakeOnlyWhileIdleAndCoalesced(t *testing.T) {
 		t.Fatalf("poll: %+v", o)
 	}
 	s.ack(pd.DeliveryID, true)
-	sub := s.mustStart("true", map[string]any{"yieldMs": 0, "owner": "/root/sub"}).Facts.ExecutionID
+	subGate := fifo(t, "sub")
+	sub := s.mustStart("read < "+subGate, map[string]any{"yieldMs": 0, "owner": "/root/sub"}).Facts.ExecutionID
+	release(t, subGate)
 	sd := h.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == sub })
 	if sd.Owner != "/root/sub" {
 		t.Fatalf("delivery owner %q", sd.Owner)
@@ -303,4 +308,145 @@ func TestMailboxAckBadInput(t *testing.T) {
 	h.wantError("mailbox/ack", map[string]any{"sessionId": "nope", "deliveryId": "x", "durable": true}, -32001, "not-found")
 	// Unknown ids are success: acks are idempotent.
 	h.mustCall("mailbox/ack", map[string]any{"sessionId": s.id, "deliveryId": "dlv-unknown", "durable": true}, nil)
+}
+
+// monitorStart starts a monitor and returns its wire shape.
+func (s *session) monitorStart(p map[string]any) execution.MonitorInfo {
+	s.h.t.Helper()
+	q := map[string]any{"sessionId": s.id, "cwd": s.h.home, "env": map[string]string{"MEVEDEL_E2E": "1"}}
+	for k, v := range p {
+		q[k] = v
+	}
+	var m execution.MonitorInfo
+	s.h.mustCall("monitor/start", q, &m)
+	return m
+}
+
+// monitorLines acks every MONITOR batch of monitor id not in seen until
+// its terminal delivery, and returns the lines in order and the terminal.
+func (s *session) monitorLines(id string, seen map[string]bool) ([]string, delivery) {
+	s.h.t.Helper()
+	var lines []string
+	if seen == nil {
+		seen = map[string]bool{}
+	}
+	for {
+		d := s.h.waitDelivery(func(d delivery) bool { return d.Attrs.MonitorID == id && !seen[d.DeliveryID] })
+		seen[d.DeliveryID] = true
+		s.ack(d.DeliveryID, true)
+		if d.Kind == execution.KindMonitorTerminal {
+			return lines, d
+		}
+		lines = append(lines, d.Lines...)
+	}
+}
+
+func TestMonitorDeliversFilteredLinesOnceThenItsEnd(t *testing.T) {
+	h := startHelper(t)
+	s := h.open(nil)
+	gate := fifo(t, "gate")
+	m := s.monitorStart(map[string]any{
+		"command": fmt.Sprintf("for i in 1 2 3; do echo tick $i; echo noise; done; read < %s", gate),
+		"label":   "ticker", "filter": "^tick",
+	})
+	if m.State != "running" || m.MonitorID == "" || m.ExecutionID == "" {
+		t.Fatalf("monitor/start: %+v", m)
+	}
+	var list struct{ Monitors []execution.MonitorInfo }
+	h.mustCall("monitor/list", map[string]any{"sessionId": s.id}, &list)
+	if len(list.Monitors) != 1 || list.Monitors[0].MonitorID != m.MonitorID {
+		t.Fatalf("monitor/list: %+v", list)
+	}
+	// Read batches until the three events are in, then stop it.
+	var lines []string
+	seen := map[string]bool{}
+	for len(lines) < 3 {
+		d := h.waitDelivery(func(d delivery) bool { return d.Attrs.MonitorID == m.MonitorID && !seen[d.DeliveryID] })
+		seen[d.DeliveryID] = true
+		if d.Kind != execution.KindMonitor || d.Attrs.Label != "ticker" {
+			t.Fatalf("batch %+v", d)
+		}
+		lines = append(lines, d.Lines...)
+		s.ack(d.DeliveryID, true)
+	}
+	if !slices.Equal(lines, []string{"tick 1", "tick 2", "tick 3"}) {
+		t.Fatalf("events %q", lines)
+	}
+	var stopped execution.MonitorInfo
+	h.mustCall("monitor/stop", map[string]any{"sessionId": s.id, "monitorId": m.MonitorID}, &stopped)
+	if stopped.State != "stopped" || stopped.Events != 3 {
+		t.Fatalf("monitor/stop: %+v", stopped)
+	}
+	rest, term := s.monitorLines(m.MonitorID, seen)
+	if len(rest) != 0 || term.Text != `● Monitor "ticker" stopped · 3 events` || *term.Attrs.Events != 3 {
+		t.Fatalf("terminal %+v after extra lines %q", term, rest)
+	}
+	s.barrier()
+	// Its own execution makes no EXECUTION delivery.
+	for _, d := range h.deliveriesOf(m.ExecutionID) {
+		if d.Kind == execution.KindExecution {
+			t.Fatalf("monitor execution delivered as a command: %+v", d)
+		}
+	}
+	h.mustCall("monitor/list", map[string]any{"sessionId": s.id}, &list)
+	if len(list.Monitors) != 0 {
+		t.Fatalf("stopped monitor still listed: %+v", list)
+	}
+	h.wantError("monitor/stop", map[string]any{"sessionId": s.id, "monitorId": m.MonitorID, "owner": "/root/other"}, -32001, "not-found")
+	h.wantError("monitor/start", map[string]any{"sessionId": s.id, "command": "true", "filter": "("}, -32602, "invalid-params")
+}
+
+func TestMonitorBatchesWhileOneIsInFlight(t *testing.T) {
+	h := startHelper(t)
+	s := h.open(nil)
+	gate := fifo(t, "gate")
+	m := s.monitorStart(map[string]any{
+		"command": fmt.Sprintf("echo first; read < %s; for i in $(seq 2 50); do echo line $i; done", gate),
+	})
+	first := h.waitDelivery(func(d delivery) bool { return d.Attrs.MonitorID == m.MonitorID })
+	if !slices.Equal(first.Lines, []string{"first"}) {
+		t.Fatalf("first batch %q", first.Lines)
+	}
+	// The first batch is unacked: the 49 later lines wait and come together,
+	// after a failure ack sends the first one again.
+	release(t, gate)
+	h.waitNote(func(n note) bool {
+		return n.Method == "exec/settled" && strings.Contains(string(n.Params), m.ExecutionID)
+	})
+	s.ack(first.DeliveryID, false)
+	again := h.waitDelivery(func(d delivery) bool { return d.DeliveryID == first.DeliveryID && d.Attempt == 2 })
+	if !slices.Equal(again.Lines, first.Lines) {
+		t.Fatalf("resent batch %q", again.Lines)
+	}
+	s.ack(first.DeliveryID, true)
+	lines, term := s.monitorLines(m.MonitorID, map[string]bool{first.DeliveryID: true})
+	if len(lines) != 49 || lines[0] != "line 2" || lines[48] != "line 50" {
+		t.Fatalf("later lines %d: %q", len(lines), lines)
+	}
+	if n := len(h.deliveriesOf(m.MonitorID)); n != 4 { // first, its resend, one batch, the end
+		t.Fatalf("%d deliveries, want 4", n)
+	}
+	if term.Attrs.Status != execution.StatusCompleted || *term.Attrs.Events != 50 {
+		t.Fatalf("terminal %+v", term.Attrs)
+	}
+}
+
+func TestMonitorThrottlesAndTimesOut(t *testing.T) {
+	h := startHelper(t)
+	s := h.open(nil)
+	// 5000 lines at once: most are over the per-second budget.
+	noisy := s.monitorStart(map[string]any{"command": "seq 5000", "label": "noisy"})
+	lines, term := s.monitorLines(noisy.MonitorID, nil)
+	if term.Attrs.Suppressed == 0 || int64(len(lines))+term.Attrs.Suppressed != 5000 || *term.Attrs.Events != int64(len(lines)) {
+		t.Fatalf("%d lines, terminal %+v", len(lines), term.Attrs)
+	}
+	if !strings.Contains(term.Text, "suppressed") {
+		t.Fatalf("terminal text %q", term.Text)
+	}
+	// A non-persistent monitor ends at its timeout.
+	slow := s.monitorStart(map[string]any{"command": "sleep 300", "label": "slow", "timeoutMs": 200})
+	_, term = s.monitorLines(slow.MonitorID, nil)
+	if term.Attrs.Status != execution.StatusTimedOut || !strings.Contains(term.Text, "timed out") {
+		t.Fatalf("terminal %+v", term)
+	}
 }
