@@ -1,0 +1,17 @@
+// Package remote runs commands on SSH hosts named by TRAMP file names
+// (/ssh:user@host#port:/path) and publishes files to them.
+//
+// A Pool keeps one connection per (user, host, port), authenticated with
+// the agent and the keys of ~/.ssh/config, its host key checked against
+// known_hosts, kept alive with keepalive requests and dialled anew after a
+// loss. Each command runs on its own exec channel in a process group of its
+// own; a wrapper reports the group leader's pid and start time before the
+// command's first byte, and that identity is checked on the host before
+// any signal is sent. Probes and signals go through one control shell per
+// connection, so they cost a round trip rather than a login. Hosts must be
+// Linux (the identity comes from /proc) with bash, and the remote user's
+// login shell must take POSIX quoting.
+//
+// The package knows nothing of executions or spools; package execution
+// adapts it to its Runner.
+package remote

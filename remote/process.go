@@ -1,0 +1,467 @@
+package remote
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/sys/unix"
+)
+
+// Spec is what Start needs to run one command on a host.
+type Spec struct {
+	Command string // run as bash -c Command
+	// Dir is the working directory on the host: absolute, "~", "~/...",
+	// relative to the home directory, or empty for the home directory.
+	Dir string
+	// Env is the complete environment, KEY=value; nil keeps the one sshd
+	// gives, less SSH_CLIENT and SSH2_CLIENT (with them bash would read
+	// ~/.bashrc for every command).
+	Env []string
+	TTY bool   // a pty for the command; input stays writable
+	Tag string // KEY=value set in the environment to trace descendants
+}
+
+// Exit is how a remote command ended.
+type Exit struct {
+	Code     int            // valid when !Signaled && !TransportLost
+	Signal   syscall.Signal // valid when Signaled; 0 for a name we do not know
+	Signaled bool
+	// TransportLost is true when no exit status arrived: the connection
+	// (or the server's side of the channel) ended first. The command may
+	// still be running.
+	TransportLost bool
+}
+
+// Liveness is a probe's verdict on a remote group.
+type Liveness int
+
+const (
+	Live Liveness = iota + 1
+	Dead
+	// Ambiguous: the leader's pid is now someone else's (its start time
+	// changed), or the group has survivors none of which is proven ours.
+	// Never signalled.
+	Ambiguous
+)
+
+func (l Liveness) String() string {
+	switch l {
+	case Live:
+		return "live"
+	case Dead:
+		return "dead"
+	case Ambiguous:
+		return "ambiguous"
+	}
+	return "unknown"
+}
+
+// Identity is what proves a remote group is the one we started: the
+// leader's pid and start time (/proc/PID/stat field 22, clock ticks since
+// the host's boot), its group, and the execution's tag.
+type Identity struct {
+	Pid, Pgid int
+	Start     uint64
+	Tag       string // KEY=value, or empty
+	TTY       bool
+}
+
+// Process is one command running on a host over its own exec channel.
+type Process struct {
+	conn *conn  // immutable; the connection carrying the channel
+	grp  *Group // immutable
+	ch   ssh.Channel
+	out  *bufio.Reader  // positioned after the identity line; read by the copy to pr
+	pr   *io.PipeReader // Output's source
+
+	stderr capped // what reached the channel's stderr (only what ran before the wrapper)
+
+	exited chan struct{} // closed once, when exit is set
+	once   sync.Once
+	exit   Exit  // set before exited is closed
+	err    error // set before exited is closed
+}
+
+// Start runs spec on t. It returns once the command has started (its
+// identity line arrived); ctx bounds the connection and the start, not the
+// command.
+func (p *Pool) Start(ctx context.Context, t Target, spec Spec) (*Process, error) {
+	if spec.Tag != "" && (!strings.Contains(spec.Tag, "=") || strings.ContainsAny(spec.Tag, " \t\r\n")) {
+		return nil, fmt.Errorf("remote: tag %q must be KEY=value without blanks", spec.Tag)
+	}
+	r, err := p.resolve(t)
+	if err != nil {
+		return nil, err
+	}
+	c, ch, reqs, err := p.channel(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	proc := &Process{conn: c, ch: ch, exited: make(chan struct{})}
+	proc.grp = &Group{pool: p, target: r, id: Identity{Tag: spec.Tag, TTY: spec.TTY}}
+	if !p.spawn(func() { proc.serveRequests(reqs) }) ||
+		!p.spawn(func() { _, _ = io.Copy(&proc.stderr, ch.Stderr()) }) {
+		ch.Close()
+		return nil, errClosed
+	}
+	if spec.TTY {
+		if err := requestPty(ch, envValue(spec.Env, "TERM")); err != nil {
+			ch.Close()
+			return nil, fmt.Errorf("remote: %s: %w", r.Target, err)
+		}
+	}
+	ok, err := ch.SendRequest("exec", true, ssh.Marshal(struct{ Command string }{wrapperCommand(spec)}))
+	if err != nil || !ok {
+		ch.Close()
+		if err == nil {
+			err = errors.New("exec request refused")
+		}
+		return nil, fmt.Errorf("remote: %s: %w", r.Target, err)
+	}
+	if !spec.TTY {
+		_ = ch.CloseWrite() // stdin at EOF from the start
+	}
+
+	proc.out = bufio.NewReaderSize(ch, 64<<10)
+	got := make(chan identityLine, 1)
+	go func() { got <- readIdentity(proc.out) }()
+	var line identityLine
+	select {
+	case line = <-got:
+	case <-ctx.Done():
+		// The command may start anyway; once its identity shows, kill it.
+		cleanup := func() {
+			timer := time.NewTimer(p.cfg.DialTimeout)
+			defer timer.Stop()
+			select {
+			case line := <-got:
+				if line.err == nil {
+					proc.grp.id.Pid, proc.grp.id.Pgid, proc.grp.id.Start = line.pid, line.pgid, line.start
+					kctx, cancel := context.WithTimeout(p.life, p.cfg.DialTimeout)
+					_ = proc.grp.Signal(kctx, unix.SIGKILL)
+					cancel()
+				}
+				ch.Close()
+			case <-timer.C:
+				ch.Close()
+				<-got
+			}
+		}
+		if !p.spawn(cleanup) {
+			ch.Close()
+		}
+		return nil, context.Cause(ctx)
+	}
+	if line.err != nil {
+		err := proc.startError(r, line)
+		ch.Close()
+		return nil, err
+	}
+	proc.grp.id.Pid, proc.grp.id.Pgid, proc.grp.id.Start = line.pid, line.pgid, line.start
+	// A read of an SSH channel cannot be interrupted; a pipe in between
+	// lets CloseOutput end the reader's wait at once.
+	pr, pw := io.Pipe()
+	proc.pr = pr
+	started := p.spawn(func() {
+		_, err := io.Copy(pw, proc.out)
+		pw.CloseWithError(err)
+		// After CloseOutput, keep draining so the command never blocks on
+		// a full window.
+		_, _ = io.Copy(io.Discard, proc.out)
+	})
+	if !started {
+		ch.Close()
+		return nil, errClosed
+	}
+	return proc, nil
+}
+
+// startError explains a wrapper that ended without starting the command.
+func (proc *Process) startError(r resolved, line identityLine) error {
+	if line.failure != "" {
+		return fmt.Errorf("remote: %s: %s", r.Target, line.failure)
+	}
+	if proc.conn.isDead() {
+		return unavailablef("remote: %s: connection lost while starting: %v", r.Target, proc.conn.deadErr)
+	}
+	// Let the exit status arrive, briefly: it says what went wrong.
+	select {
+	case <-proc.exited:
+	case <-time.After(time.Second):
+	}
+	msg := strings.TrimSpace(string(bytes.ToValidUTF8(append(line.junk, proc.stderr.Bytes()...), nil)))
+	if msg == "" {
+		msg = "no output"
+	}
+	status := "no exit status"
+	if proc.Exited() && !proc.exit.TransportLost {
+		status = "exit " + strconv.Itoa(proc.exit.Code)
+		if proc.exit.Signaled {
+			status = "signal " + unix.SignalName(proc.exit.Signal)
+		}
+	}
+	return fmt.Errorf("remote: %s: the command did not start (%s): %s", r.Target, status, msg)
+}
+
+// requestPty asks for a terminal of 24x200 like the local runner's, with
+// echo on.
+func requestPty(ch ssh.Channel, term string) error {
+	if term == "" {
+		term = "dumb"
+	}
+	// RFC 4254 8: opcode byte, uint32 value; 0 ends the list.
+	var modes []byte
+	for _, m := range [][2]uint32{{ssh.ECHO, 1}, {ssh.TTY_OP_ISPEED, 38400}, {ssh.TTY_OP_OSPEED, 38400}} {
+		modes = append(modes, byte(m[0]), byte(m[1]>>24), byte(m[1]>>16), byte(m[1]>>8), byte(m[1]))
+	}
+	modes = append(modes, 0)
+	req := struct {
+		Term             string
+		Cols, Rows, W, H uint32
+		Modes            string
+	}{term, 200, 24, 0, 0, string(modes)}
+	ok, err := ch.SendRequest("pty-req", true, ssh.Marshal(req))
+	if err == nil && !ok {
+		err = errors.New("pty request refused")
+	}
+	return err
+}
+
+type identityLine struct {
+	pid, pgid int
+	start     uint64
+	failure   string // the wrapper's own error line
+	junk      []byte // what came before the marker (login scripts), capped
+	err       error
+}
+
+// readIdentity skips whatever login scripts print and reads the wrapper's
+// identity line.
+func readIdentity(br *bufio.Reader) identityLine {
+	var res identityLine
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if i := bytes.Index(chunk, []byte("\x00MEVEDEL-EXEC")); i >= 0 && err == nil {
+			res.junk = appendCapped(res.junk, chunk[:i])
+			line := strings.TrimRight(string(chunk[i:]), "\r\n")
+			if msg, ok := strings.CutPrefix(line, markerErr); ok {
+				res.failure, res.err = msg, errors.New(msg)
+				return res
+			}
+			f := strings.Fields(strings.TrimPrefix(line, marker))
+			var e1, e2, e3 error
+			if len(f) == 3 {
+				res.pid, e1 = strconv.Atoi(f[0])
+				res.pgid, e2 = strconv.Atoi(f[1])
+				res.start, e3 = strconv.ParseUint(f[2], 10, 64)
+			}
+			if len(f) != 3 || e1 != nil || e2 != nil || e3 != nil {
+				res.failure = fmt.Sprintf("malformed identity line %q", line)
+				res.err = errors.New(res.failure)
+			}
+			return res
+		}
+		res.junk = appendCapped(res.junk, chunk)
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			res.err = err
+			return res
+		}
+	}
+}
+
+const junkCap = 4 << 10
+
+func appendCapped(b, more []byte) []byte {
+	if room := junkCap - len(b); room > 0 {
+		b = append(b, more[:min(room, len(more))]...)
+	}
+	return b
+}
+
+// capped keeps the first junkCap bytes written to it and discards the rest.
+type capped struct {
+	mu  sync.Mutex
+	buf []byte // guarded by mu
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.buf = appendCapped(c.buf, p)
+	c.mu.Unlock()
+	return len(p), nil
+}
+
+func (c *capped) Bytes() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return bytes.Clone(c.buf)
+}
+
+// serveRequests takes the exit status from the channel's requests; the
+// stream ends when the channel closes.
+func (proc *Process) serveRequests(reqs <-chan *ssh.Request) {
+	for req := range reqs {
+		switch req.Type {
+		case "exit-status":
+			var m struct{ Status uint32 }
+			if ssh.Unmarshal(req.Payload, &m) == nil {
+				proc.setExit(Exit{Code: int(m.Status)}, nil)
+			}
+		case "exit-signal":
+			var m struct {
+				Signal     string
+				CoreDumped bool
+				Error      string
+				Lang       string
+			}
+			if ssh.Unmarshal(req.Payload, &m) == nil {
+				proc.setExit(Exit{Signaled: true, Signal: unix.SignalNum("SIG" + m.Signal)}, nil)
+			}
+		}
+		if req.WantReply {
+			_ = req.Reply(false, nil)
+		}
+	}
+	why := "the channel closed without an exit status"
+	if proc.conn.isDead() {
+		why = fmt.Sprintf("connection lost: %v", proc.conn.deadErr)
+	}
+	proc.setExit(Exit{TransportLost: true}, unavailablef("remote: %s: %s", proc.grp.target.Target, why))
+	proc.conn.closed()
+}
+
+func (proc *Process) setExit(e Exit, err error) {
+	proc.once.Do(func() {
+		proc.exit, proc.err = e, err
+		close(proc.exited)
+	})
+}
+
+// Pid is the leader's pid on the host: the bash running the command.
+func (proc *Process) Pid() int { return proc.grp.id.Pid }
+
+// Pgid is the command's process group on the host (the leader's pid).
+func (proc *Process) Pgid() int { return proc.grp.id.Pgid }
+
+// LeaderStart is the leader's start time on the host, in clock ticks since
+// its boot (/proc/PID/stat field 22).
+func (proc *Process) LeaderStart() uint64 { return proc.grp.id.Start }
+
+// Identity is what proves the group is ours; a journal keeps it to find the
+// group again (Pool.Group).
+func (proc *Process) Identity() Identity { return proc.grp.id }
+
+// Group is the remote group, for probes and signals bounded by a context.
+func (proc *Process) Group() *Group { return proc.grp }
+
+// Output is the command's merged stdout and stderr (one pty stream in tty
+// mode), without the wrapper's identity line. It reaches EOF when the
+// channel's output ends, the connection dies, or after CloseOutput.
+func (proc *Process) Output() io.Reader { return outputReader{proc} }
+
+type outputReader struct{ proc *Process }
+
+func (r outputReader) Read(b []byte) (int, error) {
+	n, err := r.proc.pr.Read(b)
+	if err == io.ErrClosedPipe {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// Wait waits for the command's exit status. Exit.TransportLost (with an
+// ErrUnavailable error) says none came.
+func (proc *Process) Wait() (Exit, error) {
+	<-proc.exited
+	return proc.exit, proc.err
+}
+
+// Exited reports, without blocking, whether Wait would return.
+func (proc *Process) Exited() bool {
+	select {
+	case <-proc.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// controlTimeout bounds one control round trip made without a caller's
+// context.
+func (proc *Process) controlContext() (context.Context, context.CancelFunc) {
+	p := proc.grp.pool
+	return context.WithTimeout(p.life, p.cfg.DialTimeout+10*time.Second)
+}
+
+// Signal sends sig to the group and to tagged descendants that left it,
+// only once the same remote script has proven them ours; ErrAmbiguous
+// when it could not.
+func (proc *Process) Signal(sig syscall.Signal) error {
+	ctx, cancel := proc.controlContext()
+	defer cancel()
+	return proc.grp.Signal(ctx, sig)
+}
+
+// Interrupt delivers Ctrl-C: SIGINT to the terminal's foreground group in
+// tty mode, to the process group otherwise. ESRCH when nothing is left.
+func (proc *Process) Interrupt() error {
+	ctx, cancel := proc.controlContext()
+	defer cancel()
+	return proc.grp.Interrupt(ctx)
+}
+
+// Alive reports whether the probe finds the group live. Dead, Ambiguous
+// (never ours to signal) and a failed probe are all "not alive".
+func (proc *Process) Alive() bool {
+	ctx, cancel := proc.controlContext()
+	defer cancel()
+	l, err := proc.grp.Probe(ctx)
+	return err == nil && l == Live
+}
+
+// Probe asks the host, in one round trip, whether the group is alive.
+func (proc *Process) Probe(ctx context.Context) (Liveness, error) { return proc.grp.Probe(ctx) }
+
+// Write sends input to the terminal; it fails in pipe mode.
+func (proc *Process) Write(b []byte) (int, error) {
+	if !proc.grp.id.TTY {
+		return 0, errors.New("remote: stdin is closed in pipe mode")
+	}
+	return proc.ch.Write(b)
+}
+
+// CloseOutput unblocks a reader of Output for good. It closes the channel:
+// an exit status that has not arrived yet is lost.
+func (proc *Process) CloseOutput() error {
+	proc.pr.Close()
+	err := proc.ch.Close()
+	if err == io.EOF {
+		err = nil // already closed by the server
+	}
+	return err
+}
+
+// Transport is closed when the connection carrying the command dies.
+func (proc *Process) Transport() <-chan struct{} { return proc.conn.dead }
+
+func envValue(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,328 @@
+// Package sshd starts a private OpenSSH server for tests: its own host key,
+// port and authorized key on 127.0.0.1, and a client-side HOME that trusts
+// it (known_hosts, a key, and a `testhost` alias in .ssh/config).
+package sshd
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Binary is the server started; the fixture fails (never skips) without it.
+const Binary = "/usr/sbin/sshd"
+
+// Alias is the Host entry of the client's .ssh/config for this server.
+const Alias = "testhost"
+
+// Server is one running sshd.
+type Server struct {
+	Addr               string // 127.0.0.1:port
+	Port               int
+	User               string // the current user, whom the server lets in
+	Home               string // the client's private HOME (.ssh/config, known_hosts, id_ed25519)
+	HostKeyFingerprint string // SHA256:... of the server's host key
+	HostKey            ssh.PublicKey
+	ClientKey          string // path of the client's private key
+
+	dir  string
+	cmd  *exec.Cmd
+	done chan struct{} // closed once, when sshd has been waited for
+	err  error         // set before done is closed
+
+	stopOnce sync.Once
+	stderr   *lockedBuffer
+}
+
+// Start starts sshd and registers its teardown with t.Cleanup.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	if _, err := os.Stat(Binary); err != nil {
+		t.Fatalf("sshd: %s not found (%v): run scripts/setup.sh", Binary, err)
+	}
+	keygen, err := exec.LookPath("ssh-keygen")
+	if err != nil {
+		t.Fatalf("sshd: ssh-keygen not found (%v): run scripts/setup.sh", err)
+	}
+	// sshd refuses to run without its privilege separation directory.
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+		t.Fatalf("sshd: creating /run/sshd: %v", err)
+	}
+	u, err := user.Current()
+	if err != nil {
+		t.Fatalf("sshd: current user: %v", err)
+	}
+	dir := t.TempDir()
+	s := &Server{User: u.Username, dir: dir, Home: filepath.Join(dir, "home")}
+	hostKey := filepath.Join(dir, "ssh_host_ed25519_key")
+	s.ClientKey = filepath.Join(dir, "client_ed25519")
+	for _, k := range []string{hostKey, s.ClientKey} {
+		if out, err := exec.Command(keygen, "-q", "-t", "ed25519", "-N", "", "-C", "mevedel-exec-test", "-f", k).CombinedOutput(); err != nil {
+			t.Fatalf("sshd: ssh-keygen: %v: %s", err, out)
+		}
+	}
+	pubHost, err := os.ReadFile(hostKey + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.HostKey, _, _, _, err = ssh.ParseAuthorizedKey(pubHost)
+	if err != nil {
+		t.Fatalf("sshd: parsing the host key: %v", err)
+	}
+	s.HostKeyFingerprint = ssh.FingerprintSHA256(s.HostKey)
+	pubClient, err := os.ReadFile(s.ClientKey + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	authorized := filepath.Join(dir, "authorized_keys")
+	if err := os.WriteFile(authorized, pubClient, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// A free port can be taken between the probe and sshd's bind: retry.
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			t.Fatalf("sshd: finding a free port: %v", err)
+		}
+		if lastErr = s.start(port, hostKey, authorized); lastErr == nil {
+			break
+		}
+	}
+	if lastErr != nil {
+		t.Fatalf("sshd: %v", lastErr)
+	}
+	t.Cleanup(s.Stop)
+	if err := s.writeClientHome(); err != nil {
+		t.Fatalf("sshd: client home: %v", err)
+	}
+	return s
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (s *Server) start(port int, hostKey, authorized string) error {
+	cfg := filepath.Join(s.dir, "sshd_config")
+	// SetEnv SHLVL=1 keeps the test user's ~/.bashrc out of every channel:
+	// Debian's bash reads it for a command run by sshd at shell level 1,
+	// and a slow rc file would then time the tests instead of the code.
+	conf := fmt.Sprintf(`ListenAddress 127.0.0.1
+Port %d
+HostKey %s
+PidFile %s
+AuthorizedKeysFile %s
+StrictModes no
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+Subsystem sftp internal-sftp
+SetEnv SHLVL=1
+LogLevel ERROR
+`, port, hostKey, filepath.Join(s.dir, "sshd.pid"), authorized)
+	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
+		return err
+	}
+	s.stderr = &lockedBuffer{}
+	cmd := exec.Command(Binary, "-D", "-e", "-f", cfg)
+	cmd.Stderr = s.stderr
+	// Its own group: a test's interrupt does not reach it first.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	s.cmd, s.done = cmd, make(chan struct{})
+	go func() {
+		s.err = cmd.Wait()
+		close(s.done)
+	}()
+	s.Port = port
+	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		select {
+		case <-s.done:
+			return fmt.Errorf("sshd exited (%v): %s", s.err, s.stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.kill()
+			return fmt.Errorf("sshd did not accept on %s within 10s: %s", s.Addr, s.stderr.String())
+		}
+	}
+}
+
+// writeClientHome makes the client side's HOME: known_hosts trusting the
+// server, the client key, and a config alias for it.
+func (s *Server) writeClientHome() error {
+	sshDir := filepath.Join(s.Home, ".ssh")
+	if err := os.MkdirAll(sshDir, 0o700); err != nil {
+		return err
+	}
+	key, err := os.ReadFile(s.ClientKey)
+	if err != nil {
+		return err
+	}
+	id := filepath.Join(sshDir, "id_ed25519")
+	if err := os.WriteFile(id, key, 0o600); err != nil {
+		return err
+	}
+	if err := s.WriteKnownHosts(s.HostKey); err != nil {
+		return err
+	}
+	conf := fmt.Sprintf("Host %s\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n", Alias, s.Port, s.User, id)
+	return os.WriteFile(filepath.Join(sshDir, "config"), []byte(conf), 0o600)
+}
+
+// KnownHostsPath is the client's known_hosts file.
+func (s *Server) KnownHostsPath() string { return filepath.Join(s.Home, ".ssh", "known_hosts") }
+
+// WriteKnownHosts replaces the client's known_hosts with one line for this
+// server's address and key (nil: an empty file).
+func (s *Server) WriteKnownHosts(key ssh.PublicKey) error {
+	var line []byte
+	if key != nil {
+		line = []byte(fmt.Sprintf("[127.0.0.1]:%d %s", s.Port, ssh.MarshalAuthorizedKey(key)))
+	}
+	return os.WriteFile(s.KnownHostsPath(), line, 0o600)
+}
+
+// Pid is the listening sshd's pid.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
+// Connections returns the pids of the per-connection sshd processes: the
+// listener's descendants that are sshd (privilege separation makes two or
+// three a connection), not the commands they run.
+func (s *Server) Connections() []int {
+	children := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, ok := parentOf(pid); ok {
+			children[ppid] = append(children[ppid], pid)
+		}
+	}
+	var out []int
+	queue := append([]int(nil), children[s.Pid()]...)
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		if exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe"); err != nil || exe != Binary {
+			continue // a command, or gone
+		}
+		out = append(out, pid)
+		queue = append(queue, children[pid]...)
+	}
+	return out
+}
+
+// KillConnections SIGKILLs every per-connection sshd: the transport of
+// every client connection is cut, while the commands they started stay
+// (orphaned) for the test to find and clean up. It returns how many
+// processes it killed.
+func (s *Server) KillConnections() int {
+	pids := s.Connections()
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return len(pids)
+}
+
+// Stop kills sshd and its connections and waits for it.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() {
+		// Let the listener reap its connections first: orphaned zombies
+		// would wait for init.
+		s.KillConnections()
+		deadline := time.Now().Add(5 * time.Second)
+		for s.hasChildren() && time.Now().Before(deadline) {
+			select {
+			case <-s.done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		s.kill()
+	})
+}
+
+func (s *Server) kill() {
+	_ = s.cmd.Process.Kill()
+	<-s.done
+}
+
+// hasChildren reports whether the listener has a child, zombies included.
+func (s *Server) hasChildren() bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			if ppid, ok := parentOf(pid); ok && ppid == s.Pid() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func parentOf(pid int) (int, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	return ppid, err == nil
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
