@@ -65,14 +65,6 @@ type parcel struct {
 	discard func()
 }
 
-// MailboxStats counts what the mailbox did, for tests and benchmarks.
-type MailboxStats struct {
-	Made    int64 // deliveries made
-	Sent    int64 // sends, first ones and resends
-	Resent  int64 // resends after a failure, a timeout or a lost connection
-	Durable int64 // deliveries retired by a durable ack
-}
-
 // mailbox holds a session's pending deliveries and (re)sends them from
 // one goroutine until each is durably acknowledged.
 type mailbox struct {
@@ -87,7 +79,6 @@ type mailbox struct {
 	seq       int                // guarded by mu
 	connected bool               // guarded by mu
 	closed    bool               // guarded by mu
-	stats     MailboxStats       // guarded by mu
 }
 
 func newMailbox(s *Session) *mailbox {
@@ -129,7 +120,6 @@ func (mb *mailbox) post(d Delivery, durable func(Delivery), discard func()) (str
 	p := &parcel{d: d, due: time.Now(), backoff: mb.retry, durable: durable, discard: discard}
 	mb.parcels[d.DeliveryID] = p
 	mb.order = append(mb.order, p)
-	mb.stats.Made++
 	mb.mu.Unlock()
 	mb.poke()
 	return d.DeliveryID, true
@@ -147,7 +137,6 @@ func (mb *mailbox) ack(id string, durable bool) {
 	}
 	if durable {
 		mb.removeLocked(p)
-		mb.stats.Durable++
 		mb.mu.Unlock()
 		if p.durable != nil {
 			p.durable(p.d)
@@ -196,14 +185,6 @@ func (mb *mailbox) setConnected(up bool) {
 	mb.poke()
 }
 
-// pending reports whether the delivery id is still waiting for its ack.
-func (mb *mailbox) pending(id string) bool {
-	mb.mu.Lock()
-	defer mb.mu.Unlock()
-	_, ok := mb.parcels[id]
-	return ok
-}
-
 // close discards every pending delivery and returns how many there were.
 func (mb *mailbox) close() int {
 	mb.mu.Lock()
@@ -242,10 +223,6 @@ func (mb *mailbox) run() {
 				p.inFlight = true
 				p.due = now.Add(mb.ackTimeout)
 				p.d.Attempt++
-				mb.stats.Sent++
-				if p.d.Attempt > 1 {
-					mb.stats.Resent++
-				}
 				send = append(send, p.d)
 			}
 			if (p.inFlight || mb.connected) && p.due.Before(next) {
@@ -262,13 +239,6 @@ func (mb *mailbox) run() {
 		case <-timer.C:
 		}
 	}
-}
-
-// Stats returns the session's mailbox counters.
-func (s *Session) Stats() MailboxStats {
-	s.mail.mu.Lock()
-	defer s.mail.mu.Unlock()
-	return s.mail.stats
 }
 
 // Ack handles mailbox/ack: durable, or a failure to keep the record.

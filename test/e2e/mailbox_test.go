@@ -19,7 +19,7 @@ type wake struct {
 }
 
 // waitDelivery waits for a mailbox/deliver notification that satisfies
-// match, counting from the n-th notification on.
+// match, among all received so far and those to come.
 func (h *helper) waitDelivery(match func(delivery) bool) delivery {
 	h.t.Helper()
 	var d delivery
