@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -175,15 +176,19 @@ func TestClaimedResultsAreNotDelivered(t *testing.T) {
 
 	// A waiting observation claims the result.
 	waited := s.background(fmt.Sprintf("read < %s; echo waited", gate))
-	got := make(chan obs, 1)
-	go func() {
-		o, _ := s.observe(waited, map[string]any{"waitMs": 30000})
-		got <- o
-	}()
+	// The request is written before the gate opens, and the helper reads
+	// requests in order, so the waiter is registered before the end.
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	w, err := h.conn.DispatchCall(ctx, "exec/observe", map[string]any{"sessionId": s.id, "executionId": waited, "waitMs": 30000})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h.waitState(waited, execution.Running)
 	release(t, gate)
-	if o := <-got; !o.Final || o.Output != "waited\n" {
-		t.Fatalf("waiting observation: %+v", o)
+	var o obs
+	if err := w.Wait(ctx, &o); err != nil || !o.Final || o.Output != "waited\n" {
+		t.Fatalf("waiting observation: %+v %v", o, err)
 	}
 
 	// exec/stop's reply claims it too.
