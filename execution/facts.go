@@ -153,7 +153,10 @@ type Facts struct {
 	Pid           int         `json:"pid,omitempty"`
 	Pgid          int         `json:"pgid,omitempty"`
 	MonitorID     string      `json:"monitorId,omitempty"`
-	Version       uint64      `json:"version"`
+	// PublishedPath is where a remote execution's output is published on
+	// its target (target-native path).
+	PublishedPath string `json:"publishedPath,omitempty"`
+	Version       uint64 `json:"version"`
 }
 
 // Observation is one answer about an execution: unread output and facts.
