@@ -12,6 +12,7 @@ import (
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
 	"github.com/mevedel/mevedel-exec/spool"
+	"github.com/mevedel/mevedel-exec/transcript"
 	"golang.org/x/sys/unix"
 )
 
@@ -70,8 +71,9 @@ type Execution struct {
 	// decideOnEndWait defers the delivery decision to the waiting
 	// observation in progress at settlement; guarded by mu.
 	decideOnEndWait bool
-	delivery        string // guarded by mu; id of the pending delivery
-	readByModel     bool   // guarded by mu; the owner's model saw the final result
+	leader          *transcript.Leader // guarded by mu; set once running
+	delivery        string             // guarded by mu; id of the pending delivery
+	readByModel     bool               // guarded by mu; the owner's model saw the final result
 	// inputClosed is set once the input goroutine stopped taking input;
 	// guarded by mu.
 	inputClosed bool
@@ -150,6 +152,9 @@ func (e *Execution) run() {
 	e.facts.Pid, e.facts.Pgid = proc.Pid(), proc.Pgid()
 	e.facts.StartedAt = stamp(time.Now())
 	yielded := e.facts.Yielded
+	e.leader = leaderOf(e.facts, proc)
+	// Journaled under mu, so a concurrent yield's row comes after it.
+	e.journalRow(e.snapshotLocked(), e.leader)
 	e.mu.Unlock()
 	close(e.started)
 	if yielded {
@@ -371,6 +376,7 @@ func (e *Execution) settle(exit *Exit, cause *stopCause, reason string) {
 	e.decideOnEndWait = deferred
 	e.mu.Unlock()
 
+	e.journalSettled(final)
 	e.s.sched.release(e.ticket)
 	if f.StartedAt == nil {
 		close(e.started)
@@ -489,6 +495,9 @@ func (e *Execution) yield() bool {
 	e.facts.Yielded = true
 	e.changeLocked()
 	running := e.facts.State != Queued
+	if running {
+		e.journalRow(e.snapshotLocked(), e.leader)
+	}
 	e.mu.Unlock()
 	if running {
 		e.s.sched.release(e.ticket)

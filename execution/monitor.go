@@ -259,6 +259,10 @@ func (m *Monitor) pump() {
 			Events: &events, Suppressed: m.suppressed,
 		}
 		d := Delivery{Owner: owner, Kind: KindMonitorTerminal, Attrs: attrs, Text: monitorNotice(attrs)}
+		m.s.journalNotice(m.e.id, owner, d.Text, map[string]any{
+			"kind": string(KindMonitorTerminal), "monitorId": m.id, "label": f.Label, "status": string(f.Status),
+			"events": events, "suppressed": m.suppressed,
+		})
 		m.s.mail.post(d, func(d Delivery) {
 			if wake {
 				m.s.owe(owner, d.DeliveryID, epoch)

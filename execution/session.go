@@ -16,6 +16,7 @@ import (
 	"github.com/mevedel/mevedel-exec/execution/analyze"
 	"github.com/mevedel/mevedel-exec/internal/fault"
 	"github.com/mevedel/mevedel-exec/spool"
+	"github.com/mevedel/mevedel-exec/transcript"
 	"golang.org/x/sys/unix"
 )
 
@@ -176,6 +177,11 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 	if err != nil {
 		return SessionInfo{}, err
 	}
+	journal, recovered, err := openJournal(stateDir)
+	if err != nil {
+		_ = lock.Close()
+		return SessionInfo{}, err
+	}
 	life, endLife := context.WithCancel(context.Background())
 	s := &Session{
 		m:        m,
@@ -185,6 +191,7 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 		prefix:   freshPrefix(stateDir),
 		limits:   limits.withDefaults(),
 		lock:     lock,
+		journal:  journal,
 		env:      newLoginEnv(life, m.bash),
 		runner:   m.runner,
 		execs:    map[string]*Execution{},
@@ -202,7 +209,7 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 	s.Go(func() { s.env.Get(life) })
 	s.Go(s.retirer)
 	s.Go(s.mail.run)
-	return SessionInfo{SessionID: id, StateDir: stateDir, IDPrefix: s.prefix, Recovered: []Facts{}}, nil
+	return SessionInfo{SessionID: id, StateDir: stateDir, IDPrefix: s.prefix, Recovered: recovered}, nil
 }
 
 func makePrivateDir(dir string) error {
@@ -319,12 +326,13 @@ func (m *Manager) Shutdown() {
 // Session is one agent conversation's executions.
 type Session struct {
 	m        *Manager
-	id       string             // immutable
-	stateDir string             // immutable
-	prefix   string             // immutable; fresh per open
-	limits   Limits             // immutable
-	lock     *os.File           // the state directory's flock; closed at close
-	endLife  context.CancelFunc // stops a login-environment capture at close
+	id       string              // immutable
+	stateDir string              // immutable
+	prefix   string              // immutable; fresh per open
+	limits   Limits              // immutable
+	lock     *os.File            // the state directory's flock; closed at close
+	journal  *transcript.Journal // immutable; closed at close
+	endLife  context.CancelFunc  // stops a login-environment capture at close
 	env      *loginEnv
 	runner   Runner
 	sched    scheduler
@@ -703,6 +711,8 @@ func (s *Session) beginClose() {
 		n := s.mail.close()
 		if n > 0 {
 			logf("session %s: closed with %d undelivered results (their logs stay)", s.id, n)
+			s.journalNotice("", "", fmt.Sprintf("● Session closed with %d undelivered results; their output stays readable", n),
+				map[string]any{"kind": "SESSION_CLOSED", "discarded": n})
 		}
 		s.mu.Lock()
 		s.discarded = n
@@ -731,6 +741,9 @@ func (s *Session) Wait() {
 	s.mu.Unlock()
 	s.wg.Wait()
 	s.env.wait()
+	if err := s.journal.Close(); err != nil {
+		logf("session %s: closing the journal: %v", s.id, err)
+	}
 	_ = s.lock.Close()
 }
 

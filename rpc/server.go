@@ -282,6 +282,10 @@ func init() {
 		MethodOwnerState:    (*Server).ownerState,
 		MethodOwnerRetire:   (*Server).ownerRetire,
 		MethodMailboxAck:    (*Server).mailboxAck,
+
+		MethodTranscriptRecords:    (*Server).transcriptRecords,
+		MethodTranscriptCheckpoint: (*Server).transcriptCheckpoint,
+		MethodSessionCanRewind:     (*Server).sessionCanRewind,
 	}
 }
 

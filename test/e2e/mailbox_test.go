@@ -86,10 +86,16 @@ func (s *session) ownerState(owner, state string) {
 
 // background starts command yielded and returns its id. The command waits
 // on a gate until it has yielded, so even `true` is a yielded execution.
-func (s *session) background(command string) string {
+func (s *session) background(command string, extra ...map[string]any) string {
 	s.h.t.Helper()
 	gate := fifo(s.h.t, "yielded")
-	o := s.mustStart("read < "+gate+"; "+command, map[string]any{"yieldMs": 0})
+	p := map[string]any{"yieldMs": 0}
+	for _, m := range extra {
+		for k, v := range m {
+			p[k] = v
+		}
+	}
+	o := s.mustStart("read < "+gate+"; "+command, p)
 	if o.Final {
 		s.h.t.Fatalf("%q did not yield", command)
 	}

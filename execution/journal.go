@@ -1,0 +1,217 @@
+package execution
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mevedel/mevedel-exec/internal/fault"
+	"github.com/mevedel/mevedel-exec/transcript"
+	"golang.org/x/sys/unix"
+)
+
+// The session's journal (transcript.jsonl) holds what a reload needs to
+// rebuild every row: a row when an execution starts (with its group
+// leader, for recovery), its settlement, one breadcrumb per yielded
+// execution, notices, and lost records. Appends never wait for the disk.
+
+// leaderStarter is a Process that knows its leader's start time itself
+// (a remote one); for a local one /proc says it.
+type leaderStarter interface {
+	LeaderStart() uint64
+}
+
+// leaderOf identifies proc's group leader for recovery.
+func leaderOf(f Facts, proc Process) *transcript.Leader {
+	if f.Pid == 0 {
+		return nil
+	}
+	var start uint64
+	if ls, ok := proc.(leaderStarter); ok {
+		start = ls.LeaderStart()
+	} else if t, ok := StartTime(f.Pid); ok {
+		start = t
+	}
+	return &transcript.Leader{Pid: f.Pid, Pgid: f.Pgid, StartTime: start, Target: f.Target}
+}
+
+// journalRow records a running execution's row: at start, and again
+// when it yields (it becomes a background row).
+func (e *Execution) journalRow(f Facts, leader *transcript.Leader) {
+	e.s.journal.Append(transcript.Record{
+		Type: transcript.TypeRow, ExecutionID: f.ExecutionID, ToolUseID: f.ToolUseID, Owner: f.Owner,
+		Facts: factsJSON(f), Leader: leader,
+	})
+}
+
+// journalSettled records the end and, for an execution that yielded
+// (a monitor's own aside), its one breadcrumb.
+func (e *Execution) journalSettled(f Facts) {
+	j := e.s.journal
+	j.Append(transcript.Record{
+		Type: transcript.TypeSettled, ExecutionID: f.ExecutionID, ToolUseID: f.ToolUseID, Owner: f.Owner,
+		Facts: factsJSON(f),
+	})
+	if f.Yielded && e.monitor == nil {
+		j.Append(breadcrumb(f))
+	}
+}
+
+func breadcrumb(f Facts) transcript.Record {
+	return transcript.Record{
+		Type: transcript.TypeBreadcrumb, ExecutionID: f.ExecutionID, ToolUseID: f.ToolUseID, Owner: f.Owner,
+		Status: string(f.Status), ExitCode: f.ExitCode, Signal: f.Signal, Label: f.Label,
+		Text: transcript.Breadcrumb(f.Label, f.Command, string(f.Status), f.ExitCode, f.Signal),
+	}
+}
+
+// journalNotice records a one-line notice built from attributes only.
+func (s *Session) journalNotice(executionID, owner, text string, attrs map[string]any) {
+	s.journal.Append(transcript.Record{
+		Type: transcript.TypeNotice, ExecutionID: executionID, Owner: owner, Text: text, Attrs: attrs,
+	})
+}
+
+func factsJSON(f Facts) json.RawMessage {
+	b, err := json.Marshal(f)
+	if err != nil { // Facts has no type that fails to encode
+		logf("execution %s: encoding facts: %v", f.ExecutionID, err)
+		return nil
+	}
+	return b
+}
+
+// openJournal opens the session's journal and marks every execution that
+// a previous helper left without a settlement as lost, killing its
+// leftover processes first where they are provably the ones it started.
+func openJournal(stateDir string) (*transcript.Journal, []Facts, error) {
+	j, err := transcript.Open(stateDir)
+	if err != nil {
+		return nil, nil, fault.New(fault.IO, "opening the journal in %s: %w", stateDir, err)
+	}
+	recovered := []Facts{}
+	for _, r := range j.Unsettled() {
+		var f Facts
+		if err := json.Unmarshal(r.Facts, &f); err != nil || f.ExecutionID == "" {
+			f = Facts{ExecutionID: r.ExecutionID, Owner: r.Owner, ToolUseID: r.ToolUseID}
+		}
+		reason := "the helper that ran it ended without recording its end"
+		if r.Leader != nil {
+			reason += "; " + reclaim(r.ExecutionID, r.Leader)
+		}
+		now := time.Now()
+		f.State = Settled
+		f.Termination, f.ExitCode, f.Signal, f.Reason = Lost, nil, "", reason
+		f.Outcome, f.Status = Classify(Lost, nil)
+		f.EndedAt = stamp(now)
+		if f.StartedAt != nil {
+			f.WallMs = now.Sub(f.StartedAt.Time).Milliseconds()
+		}
+		f.UnreadBytes = 0
+		f.Version++
+		j.Append(transcript.Record{
+			Type: transcript.TypeLost, ExecutionID: f.ExecutionID, ToolUseID: f.ToolUseID, Owner: f.Owner,
+			Facts: factsJSON(f),
+		})
+		if f.Yielded {
+			j.Append(breadcrumb(f))
+		}
+		recovered = append(recovered, f)
+	}
+	return j, recovered, nil
+}
+
+// reclaim kills what is left of a lost execution's processes and says
+// what it did. Only processes proven to be the ones the helper started are
+// signalled: the group of a leader whose pid and start time both match, and
+// processes carrying the execution's tag that started no earlier than it.
+// A pid now used by another process is left alone.
+func reclaim(id string, l *transcript.Leader) string {
+	if l.Target != "" && l.Target != "local" {
+		return "its processes on " + l.Target + " were not checked"
+	}
+	if l.Pid <= 0 || l.StartTime == 0 {
+		return "no process identity was recorded"
+	}
+	pgid := 0
+	if t, ok := StartTime(l.Pid); ok && t == l.StartTime && l.Pgid == l.Pid {
+		pgid = l.Pgid
+	}
+	tag := ""
+	if p := prefixOf(id); p != "" {
+		tag = "MEVEDEL_EXEC_TAG=" + p + "-" + id
+	}
+	var killed int
+	deadline := time.Now().Add(unkillableWait)
+	for time.Now().Before(deadline) {
+		left := members(pgid, tag, l.StartTime)
+		if len(left) == 0 {
+			break
+		}
+		for _, p := range left {
+			if unix.Kill(p.pid, unix.SIGKILL) == nil {
+				killed++
+			}
+		}
+		if pgid > 0 {
+			_ = unix.Kill(-pgid, unix.SIGKILL)
+		}
+		// Nothing tells us when a signalled process is gone: we are not
+		// its parent. Look again shortly, within the deadline.
+		time.Sleep(probeMax)
+	}
+	switch {
+	case killed > 0:
+		return fmt.Sprintf("its %d leftover processes were killed", killed)
+	case pgid == 0:
+		if _, ok := StartTime(l.Pid); ok {
+			return fmt.Sprintf("pid %d now belongs to another process and was not signalled", l.Pid)
+		}
+		return "none of its processes was left"
+	default:
+		return "none of its processes was left"
+	}
+}
+
+// prefixOf extracts the open's id prefix from exec-PREFIX-NNNNNN.
+func prefixOf(id string) string {
+	parts := strings.Split(id, "-")
+	if len(parts) != 3 || parts[0] != "exec" {
+		return ""
+	}
+	return parts[1]
+}
+
+// Records returns journal records after since; see transcript.Journal.
+func (s *Session) Records(since uint64, limit int) ([]transcript.Record, uint64, error) {
+	recs, next, err := s.journal.Records(since, limit)
+	if recs == nil {
+		recs = []transcript.Record{}
+	}
+	return recs, next, err
+}
+
+// Checkpoint returns once every record appended so far is on disk.
+func (s *Session) Checkpoint(ctx context.Context) (uint64, error) {
+	return s.journal.Checkpoint(ctx)
+}
+
+// CanRewind answers whether the conversation may be rewound or forked:
+// never while an execution of the session is live, since its result would
+// belong to a turn that no longer exists.
+func (s *Session) CanRewind(op string) error {
+	if op != "rewind" && op != "fork" {
+		return fault.New(fault.InvalidParams, `operation must be "rewind" or "fork", got %q`, op)
+	}
+	live := s.Live()
+	if len(live) == 0 {
+		return nil
+	}
+	ids := make([]string, len(live))
+	for i, f := range live {
+		ids[i] = f.ExecutionID
+	}
+	return fault.New(fault.Refused, "cannot %s session %s while %d executions are live (%s): stop them first", op, s.id, len(live), strings.Join(ids, ", "))
+}

@@ -1,0 +1,84 @@
+package rpc
+
+import (
+	"github.com/mevedel/mevedel-exec/transcript"
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// Methods on the session's journal and its history.
+const (
+	MethodTranscriptRecords    = "transcript/records"
+	MethodTranscriptCheckpoint = "transcript/checkpoint"
+	MethodSessionCanRewind     = "session/canRewind"
+)
+
+type TranscriptRecordsParams struct {
+	SessionID string `json:"sessionId"`
+	Since     uint64 `json:"since"`
+	Limit     int    `json:"limit"`
+}
+
+type TranscriptRecordsResult struct {
+	Records []transcript.Record `json:"records"`
+	Next    uint64              `json:"next"`
+}
+
+type TranscriptCheckpointParams struct {
+	SessionID string `json:"sessionId"`
+}
+
+type TranscriptCheckpointResult struct {
+	Seq uint64 `json:"seq"`
+}
+
+type SessionCanRewindParams struct {
+	SessionID string `json:"sessionId"`
+	Operation string `json:"operation"` // rewind or fork
+}
+
+type SessionCanRewindResult struct {
+	Allowed bool `json:"allowed"`
+}
+
+// The journal is the rendering of the session as a whole, read by Emacs
+// itself, so these methods take no owner.
+
+func (s *Server) transcriptRecords(req *jsonrpc2.Request, r *reply) {
+	var p TranscriptRecordsParams
+	var auth Authority
+	_, sess, ok := s.prepare(req, r, &p, &auth, &p.SessionID)
+	if !ok {
+		return
+	}
+	recs, next, err := sess.Records(p.Since, p.Limit)
+	r.answer(TranscriptRecordsResult{Records: recs, Next: next}, err)
+}
+
+func (s *Server) transcriptCheckpoint(req *jsonrpc2.Request, r *reply) {
+	var p TranscriptCheckpointParams
+	var auth Authority
+	_, sess, ok := s.prepare(req, r, &p, &auth, &p.SessionID)
+	if !ok {
+		return
+	}
+	// fsync may take a while: never on the read loop.
+	ctx := s.cancellable(req.ID)
+	sess.Go(func() {
+		seq, err := sess.Checkpoint(ctx)
+		r.answer(TranscriptCheckpointResult{Seq: seq}, err)
+	})
+}
+
+func (s *Server) sessionCanRewind(req *jsonrpc2.Request, r *reply) {
+	var p SessionCanRewindParams
+	var auth Authority
+	_, sess, ok := s.prepare(req, r, &p, &auth, &p.SessionID)
+	if !ok {
+		return
+	}
+	if err := sess.CanRewind(p.Operation); err != nil {
+		r.fail(err)
+		return
+	}
+	r.ok(SessionCanRewindResult{Allowed: true})
+}

@@ -1,0 +1,272 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/transcript"
+)
+
+type records struct {
+	Records []transcript.Record `json:"records"`
+	Next    uint64              `json:"next"`
+}
+
+// records reads the whole journal through transcript/records, page by page.
+func (s *session) records(limit int) []transcript.Record {
+	s.h.t.Helper()
+	var all []transcript.Record
+	var since uint64
+	for {
+		var r records
+		s.h.mustCall("transcript/records", map[string]any{"sessionId": s.id, "since": since, "limit": limit}, &r)
+		if len(r.Records) == 0 {
+			if r.Next != since {
+				s.h.t.Fatalf("caught up at %d but next is %d", since, r.Next)
+			}
+			return all
+		}
+		if len(r.Records) > limit {
+			s.h.t.Fatalf("asked for %d records, got %d", limit, len(r.Records))
+		}
+		all = append(all, r.Records...)
+		since = r.Next
+	}
+}
+
+func (s *session) checkpoint() uint64 {
+	s.h.t.Helper()
+	var r struct{ Seq uint64 }
+	s.h.mustCall("transcript/checkpoint", map[string]any{"sessionId": s.id}, &r)
+	return r.Seq
+}
+
+func ofExecution(recs []transcript.Record, id, typ string) []transcript.Record {
+	var out []transcript.Record
+	for _, r := range recs {
+		if r.ExecutionID == id && r.Type == typ {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func TestJournalRowsSettlementsAndBreadcrumbs(t *testing.T) {
+	h := startHelper(t)
+	s := h.open(nil)
+
+	fg := s.mustStart("echo foreground", map[string]any{"label": "Quick"}).Facts.ExecutionID
+	ok := s.background("exit 0", map[string]any{"label": "Run tests"})
+	s.waitFinal(ok, nil)
+	failed := s.background("exit 3", map[string]any{"label": "Lint"})
+	s.waitFinal(failed, nil)
+	stopped := s.background("sleep 300", map[string]any{"label": "Dev server"})
+	h.waitState(stopped, execution.Running)
+	h.mustCall("exec/stop", map[string]any{"sessionId": s.id, "executionId": stopped}, nil)
+
+	seq := s.checkpoint()
+	recs := s.records(2)
+	if len(recs) == 0 || recs[len(recs)-1].Seq > seq {
+		t.Fatalf("checkpoint %d does not cover the records: %+v", seq, recs)
+	}
+	for i := 1; i < len(recs); i++ {
+		if recs[i].Seq <= recs[i-1].Seq {
+			t.Fatalf("records out of order: %d then %d", recs[i-1].Seq, recs[i].Seq)
+		}
+	}
+
+	want := map[string]string{
+		ok:      `● Background command "Run tests" completed (exit code 0)`,
+		failed:  `● Background command "Lint" failed (exit code 3)`,
+		stopped: `● Background command "Dev server" stopped`,
+	}
+	for id, text := range want {
+		bc := ofExecution(recs, id, transcript.TypeBreadcrumb)
+		if len(bc) != 1 || bc[0].Text != text {
+			t.Errorf("%s: breadcrumbs %+v, want one %q", id, bc, text)
+		}
+	}
+	if bc := ofExecution(recs, fg, transcript.TypeBreadcrumb); len(bc) != 0 {
+		t.Errorf("a foreground completion got a breadcrumb: %+v", bc)
+	}
+	for _, id := range []string{fg, ok, failed, stopped} {
+		rows := ofExecution(recs, id, transcript.TypeRow)
+		settled := ofExecution(recs, id, transcript.TypeSettled)
+		// A row at start, and another when it yields.
+		if len(rows) == 0 || len(rows) > 2 || len(settled) != 1 {
+			t.Fatalf("%s: %d rows and %d settlements", id, len(rows), len(settled))
+		}
+		for _, r := range rows {
+			if l := r.Leader; l == nil || l.Pid <= 0 || l.Pgid != l.Pid || l.StartTime == 0 {
+				t.Errorf("%s: row without its group leader: %+v", id, l)
+			}
+		}
+		var last execution.Facts
+		if err := json.Unmarshal(rows[len(rows)-1].Facts, &last); err != nil || last.Yielded != (id != fg) {
+			t.Errorf("%s: latest row %s (%v)", id, rows[len(rows)-1].Facts, err)
+		}
+		var f execution.Facts
+		if err := json.Unmarshal(settled[0].Facts, &f); err != nil || f.State != execution.Settled || f.OutputAddress == "" {
+			t.Errorf("%s: settled facts %s (%v)", id, settled[0].Facts, err)
+		}
+		if rows[0].Seq > settled[0].Seq {
+			t.Errorf("%s: settled before its row", id)
+		}
+	}
+	// The journal is a private file in the state directory.
+	fi, err := os.Stat(filepath.Join(s.stateDir, "transcript.jsonl"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("journal: %v %v", fi, err)
+	}
+}
+
+// A helper killed with SIGKILL leaves its commands running. The next
+// helper on the same state directory kills them (their leader is provably
+// the same process), marks them lost, and draws a new id prefix.
+func TestKilledHelperRunsAreLostAndReclaimed(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	h1 := startHelper(t)
+	s1 := h1.openAt(dir, nil)
+	o := s1.mustStart("echo pid $$; sleep 1000 | sleep 1001", map[string]any{"yieldMs": 0, "label": "Long build"})
+	id := o.Facts.ExecutionID
+	f := h1.waitState(id, execution.Running)
+	pids := append([]int{f.Pid}, descendants(f.Pid)...)
+	s1.checkpoint()
+	_ = h1.cmd.Process.Kill()
+	<-h1.exited
+	for _, p := range pids {
+		if !alive(p) {
+			t.Fatalf("pid %d died with the helper; the test shows nothing", p)
+		}
+	}
+
+	h2 := startHelper(t)
+	var info execution.SessionInfo
+	h2.mustCall("session/open", map[string]any{"sessionId": "again", "stateDir": dir}, &info)
+	if info.IDPrefix == s1.prefix || info.IDPrefix == "" {
+		t.Fatalf("prefix %q reused (was %q)", info.IDPrefix, s1.prefix)
+	}
+	if len(info.Recovered) != 1 {
+		t.Fatalf("recovered %+v", info.Recovered)
+	}
+	r := info.Recovered[0]
+	if r.ExecutionID != id || r.Termination != execution.Lost || r.Outcome != execution.Failure ||
+		r.Status != execution.StatusLost || r.ExitCode != nil || !strings.Contains(r.Reason, "killed") {
+		t.Fatalf("recovered facts %+v", r)
+	}
+	for _, p := range pids {
+		if alive(p) {
+			t.Errorf("pid %d survived recovery", p)
+		}
+	}
+	s2 := &session{h: h2, id: "again", stateDir: dir, prefix: info.IDPrefix}
+	recs := s2.records(1000)
+	if lost := ofExecution(recs, id, transcript.TypeLost); len(lost) != 1 {
+		t.Fatalf("lost records %+v", lost)
+	}
+	bc := ofExecution(recs, id, transcript.TypeBreadcrumb)
+	if len(bc) != 1 || bc[0].Status != "lost" || !strings.HasPrefix(bc[0].Text, `● Background command "Long build" lost`) {
+		t.Fatalf("breadcrumb %+v", bc)
+	}
+	// A second open finds nothing left to recover.
+	h2.mustCall("session/close", map[string]any{"sessionId": "again"}, nil)
+	h2.mustCall("session/open", map[string]any{"sessionId": "third", "stateDir": dir}, &info)
+	if len(info.Recovered) != 0 {
+		t.Fatalf("recovered twice: %+v", info.Recovered)
+	}
+}
+
+// descendants lists the live children of pid, recursively, from /proc.
+func descendants(pid int) []int {
+	var out []int
+	b, err := os.ReadFile("/proc/" + itoa(pid) + "/task/" + itoa(pid) + "/children")
+	if err != nil {
+		return nil
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if c, err := strconv.Atoi(f); err == nil {
+			out = append(out, c)
+			out = append(out, descendants(c)...)
+		}
+	}
+	return out
+}
+
+// A journal row whose leader pid now belongs to an unrelated process (its
+// start time differs) is marked lost and that process is never signalled.
+// A torn last line, as a crash mid-write leaves, is ignored.
+func TestRecoveryNeverSignalsAStranger(t *testing.T) {
+	stranger := exec.Command("sleep", "1000")
+	if err := stranger.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stranger.Process.Kill(); _ = stranger.Wait() })
+	pid := stranger.Process.Pid
+
+	dir := filepath.Join(t.TempDir(), "state")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	row := transcript.Record{
+		Seq: 1, Type: transcript.TypeRow, ExecutionID: "exec-zzzzz-000001", Owner: "/root",
+		At:     time.Now().UTC().Format("2006-01-02T15:04:05.000Z"),
+		Facts:  json.RawMessage(`{"executionId":"exec-zzzzz-000001","owner":"/root","command":"sleep 1000","state":"running","yielded":true,"pid":` + itoa(pid) + `}`),
+		Leader: &transcript.Leader{Pid: pid, Pgid: pid, StartTime: 1},
+	}
+	line, _ := json.Marshal(row)
+	torn := `{"seq":2,"type":"settled","executionId":"exec-zzz`
+	if err := os.WriteFile(filepath.Join(dir, "transcript.jsonl"), append(append(line, '\n'), torn...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	h := startHelper(t)
+	var info execution.SessionInfo
+	h.mustCall("session/open", map[string]any{"sessionId": "s", "stateDir": dir}, &info)
+	if len(info.Recovered) != 1 || info.Recovered[0].Termination != execution.Lost ||
+		!strings.Contains(info.Recovered[0].Reason, "not signalled") {
+		t.Fatalf("recovered %+v", info.Recovered)
+	}
+	if !alive(pid) {
+		t.Fatal("recovery signalled a process it could not prove was its own")
+	}
+	s := &session{h: h, id: "s", stateDir: dir, prefix: info.IDPrefix}
+	recs := s.records(1000)
+	for _, r := range recs {
+		if r.Seq == 2 && r.Type == transcript.TypeSettled {
+			t.Fatalf("the torn line became a record: %+v", r)
+		}
+	}
+	// The journal goes on after the torn line.
+	s.mustStart("true", nil)
+	s.checkpoint()
+	if n := len(s.records(1000)); n <= len(recs) {
+		t.Fatalf("no records appended after recovery: %d then %d", len(recs), n)
+	}
+}
+
+func TestRewindAndForkRefusedWhileLive(t *testing.T) {
+	h := startHelper(t)
+	s := h.open(nil)
+	id := s.background("sleep 300")
+	h.waitState(id, execution.Running)
+	for _, op := range []string{"rewind", "fork"} {
+		e := h.wantError("session/canRewind", map[string]any{"sessionId": s.id, "operation": op}, -32003, "refused")
+		if !strings.Contains(e.Message, id) || !strings.Contains(e.Message, "stop them first") {
+			t.Fatalf("%s refusal: %s", op, e.Message)
+		}
+	}
+	h.wantError("session/canRewind", map[string]any{"sessionId": s.id, "operation": "undo"}, -32602, "invalid-params")
+	h.mustCall("exec/stop", map[string]any{"sessionId": s.id, "executionId": id}, nil)
+	var r struct{ Allowed bool }
+	h.mustCall("session/canRewind", map[string]any{"sessionId": s.id, "operation": "fork"}, &r)
+	if !r.Allowed {
+		t.Fatal("fork refused with nothing live")
+	}
+}
