@@ -120,6 +120,12 @@ func openJournal(stateDir string) (*transcript.Journal, []Facts, error) {
 		}
 		recovered = append(recovered, f)
 	}
+	// Each open starts from a compact journal: the latest facts of every
+	// execution and every breadcrumb and notice, so it grows with the
+	// executions, not with their updates.
+	if err := j.Compact(); err != nil {
+		logf("compacting the journal in %s: %v", stateDir, err)
+	}
 	return j, recovered, nil
 }
 

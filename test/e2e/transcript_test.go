@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -180,6 +181,18 @@ func TestKilledHelperRunsAreLostAndReclaimed(t *testing.T) {
 	h2.mustCall("session/open", map[string]any{"sessionId": "third", "stateDir": dir}, &info)
 	if len(info.Recovered) != 0 {
 		t.Fatalf("recovered twice: %+v", info.Recovered)
+	}
+	// That open compacted the journal: the latest facts of each execution
+	// (here its lost record) and its breadcrumb are what is left of it.
+	s3 := &session{h: h2, id: "third", stateDir: dir}
+	var kept []string
+	for _, r := range s3.records(1000) {
+		if r.ExecutionID == id {
+			kept = append(kept, r.Type)
+		}
+	}
+	if !slices.Equal(kept, []string{transcript.TypeLost, transcript.TypeBreadcrumb}) {
+		t.Fatalf("after compaction: %v", kept)
 	}
 }
 
