@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -275,7 +276,17 @@ func (e *Execution) causeOf() *stopCause {
 // blocks on a full pipe while it is being stopped.
 func (e *Execution) copyOutput(r io.Reader) {
 	buf := make([]byte, 256<<10)
-	var announced time.Time
+	// Growth inside a window is announced at its end, so a panel never
+	// keeps a stale size after the output goes quiet. announced (unix ns)
+	// and owed are shared with that trailing timer.
+	var announced atomic.Int64
+	var owed atomic.Bool
+	var trailing *time.Timer
+	defer func() {
+		if trailing != nil {
+			trailing.Stop()
+		}
+	}()
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
@@ -294,9 +305,22 @@ func (e *Execution) copyOutput(r io.Reader) {
 			e.mu.Unlock()
 			// A panel shows output sizes from exec/changed; once a second
 			// is enough for that.
-			if now := time.Now(); now.Sub(announced) >= changedEvery {
-				announced = now
+			since := time.Duration(time.Now().UnixNano() - announced.Load())
+			if since >= changedEvery {
+				announced.Store(time.Now().UnixNano())
+				owed.Store(false)
 				e.s.changed()
+			} else if !owed.Swap(true) {
+				if trailing == nil {
+					trailing = time.AfterFunc(changedEvery-since, func() {
+						if owed.Swap(false) {
+							announced.Store(time.Now().UnixNano())
+							e.s.changed()
+						}
+					})
+				} else {
+					trailing.Reset(changedEvery - since)
+				}
 			}
 		}
 		if err != nil {

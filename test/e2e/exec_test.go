@@ -641,3 +641,18 @@ func TestShellExitAtYieldIsForeground(t *testing.T) {
 		t.Fatalf("descendant %v survived", pids)
 	}
 }
+
+// Output that arrives just after an exec/changed still reaches the live
+// set once its one-second window ends, though nothing else happens: a
+// panel never shows a stale size for a command that went quiet.
+func TestQuietOutputGrowthIsAnnounced(t *testing.T) {
+	h := startHelper(t)
+	s := h.open(nil)
+	gate, hold := fifo(t, "gate"), fifo(t, "hold")
+	id := s.mustStart("echo a; read < "+gate+"; echo b; read < "+hold, map[string]any{"yieldMs": 0}).Facts.ExecutionID
+	h.waitLive(func(f execution.Facts) bool { return f.ExecutionID == id && f.OutputBytes == 2 })
+	release(t, gate)
+	h.waitLive(func(f execution.Facts) bool { return f.ExecutionID == id && f.OutputBytes == 4 })
+	release(t, hold)
+	s.waitFinal(id, nil)
+}
