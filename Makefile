@@ -7,7 +7,7 @@ LDFLAGS := -X github.com/mevedel/mevedel-exec/rpc.ServerVersion=$(VERSION)
 CMD     ?= echo "hello from mevedel-exec in $$PWD"; for i in 1 2 3; do echo "tick $$i"; sleep 1; done
 export MEVEDEL_EXEC_PROGRAM := $(CURDIR)/$(BIN)
 
-.PHONY: setup build run run-cli test test-go test-elisp bench bench-emacs clean
+.PHONY: setup build run run-cli test test-go test-elisp bench bench-emacs bench-ack clean
 
 setup:
 	@scripts/setup.sh
@@ -44,6 +44,10 @@ bench: build
 # Emacs's main thread while a command prints 64 MiB: facade vs make-process.
 bench-emacs: build
 	emacs --batch -Q -L elisp -l test/bench/emacs/heartbeat.el
+
+# A yielded command's settlement to the facade's durable mailbox/ack.
+bench-ack: build
+	emacs --batch -Q -L elisp -l test/bench/emacs/ack.el
 
 clean:
 	rm -rf bin elisp/*.elc

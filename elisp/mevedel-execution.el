@@ -38,6 +38,14 @@
 ;; :message M)).  If the helper dies, every pending callback receives an
 ;; Observation whose facts say :termination "lost", and the next call
 ;; starts a fresh helper.
+;;
+;; A yielded command that ends while nobody waits on it comes back as
+;; a delivery to `mevedel-execution-mailbox-delivery-function', which
+;; acknowledges it once the record is kept; until then the helper
+;; sends it again.  An owner that is idle (see
+;; `mevedel-execution-set-owner-state') and owes attention to such
+;; results is woken through `mevedel-execution-wake-functions';
+;; `mevedel-execution-retire-owner' forgets what it owes.
 
 ;;; Code:
 
@@ -88,21 +96,41 @@ nil means no limit."
 Each function receives two arguments: TYPE, one of the symbols
 `progress', `changed', `settled' or `wake', and PLIST, the event's
 payload with keyword keys (for example `:facts' for `settled',
-`:live' for `changed').  Every function gets its own copy, so it
-may keep or modify it.  These events acknowledge nothing; an error
-in one function is reported and does not stop the others.")
+`:live' for `changed').  TYPE `exit' says the helper exited, which
+ends every view of its live executions: PLIST has `:generation',
+`:status', and `:unexpected' t unless Emacs shut it down.  Every
+function gets its own copy, so it may keep or modify it.  These
+events acknowledge nothing; an error in one function is reported
+and does not stop the others.")
 
 (defvar mevedel-execution-mailbox-delivery-function nil
   "Function receiving completion deliveries, the acknowledged sink.
 It is called with two arguments: RECORD, the delivery plist
-\(`:delivery-id', `:session-id', `:owner', `:kind', `:attrs', and
-`:observation' or `:lines'), and ACK, a function to call exactly
-once: with no argument once the record is durable on the Emacs
-side, or with an error message string when it could not be kept,
-so the helper delivers it again later.  The same `:delivery-id' is
-never handed to this function twice.  When this variable is nil,
-deliveries are acknowledged as failed and stay pending in the
-helper.")
+\(`:delivery-id', `:session-id', `:owner', `:kind', `:attrs',
+`:attempt', and `:observation', `:lines' or `:text'), and ACK, a
+function to call exactly once, now or later: with no argument once
+the record is durable on the Emacs side, or with an error message
+string when it could not be kept, so the helper sends it again
+later.  Only that call sends `mailbox/ack'; later calls are
+ignored.  If the function signals an error before calling ACK,
+that counts as a failure with the error's message.
+
+A delivery is handed to this function once: while it holds one
+whose ACK has not been called, a resend of the same `:delivery-id'
+is dropped, and once it acknowledged one as durable, a resend is
+acknowledged again without calling it.  Only a delivery it
+reported as failed is handed to it again.  When this variable is
+nil, deliveries are acknowledged as failed and stay pending in
+the helper.")
+
+(defvar mevedel-execution-wake-functions nil
+  "Functions called when the helper wakes an idle owner.
+Each receives SESSION (the session object), OWNER (a string such
+as \"/root\") and DELIVERY-IDS, the ids of the durable deliveries
+the owner has not attended to, oldest first; several owed results
+come as one wake.  The helper wakes only an owner that is idle,
+see `mevedel-execution-set-owner-state'.  An error in one function
+is reported and does not stop the others.")
 
 ;;;; Errors
 
@@ -204,7 +232,9 @@ ever sees `:json-false'."
   "Sessions opened and not torn down.")
 
 (defvar mevedel-execution--deliveries (make-hash-table :test #'equal)
-  "Delivery ids handed to the mailbox sink, mapped to `pending' or `acked'.")
+  "What the mailbox sink was handed, by (SESSION-ID . DELIVERY-ID).
+The value is `pending' until the sink acknowledges, then `durable'.
+A failed delivery is removed, so its resend reaches the sink again.")
 
 (defun mevedel-execution--source-directory ()
   "Return the helper's source tree (the directory holding go.mod), or nil."
@@ -286,13 +316,19 @@ ever sees `:json-false'."
       (delete-process proc))))
 
 (defun mevedel-execution--on-shutdown (conn)
-  "Forget CONN, whose helper exited; report an unexpected death once."
+  "Forget CONN, whose helper exited; report an unexpected death once.
+Listeners of `mevedel-execution-event-functions' get an `exit' event."
   (when (eq conn mevedel-execution--current)
     (setq mevedel-execution--current nil))
-  (unless (mevedel-execution--closing conn)
-    (mevedel-execution--set-closing conn)
-    (message "mevedel-exec: the helper exited unexpectedly (status %s); pending requests were answered as lost, and the next call starts a new helper"
-             (process-exit-status (jsonrpc--process conn)))))
+  (let ((status (process-exit-status (jsonrpc--process conn)))
+        (unexpected (not (mevedel-execution--closing conn))))
+    (when unexpected
+      (mevedel-execution--set-closing conn)
+      (message "mevedel-exec: the helper exited unexpectedly (status %s); pending requests were answered as lost, and the next call starts a new helper"
+               status))
+    (mevedel-execution--run-event
+     'exit (list :generation (mevedel-execution--generation conn)
+                 :status status :unexpected unexpected))))
 
 ;;;; Requests
 
@@ -354,29 +390,35 @@ Wait at most TIMEOUT seconds (default `mevedel-execution-request-timeout').
 A helper error signals `mevedel-execution-helper-error' with the
 error plist as data.  \\[keyboard-quit] while waiting cancels the
 request in the helper too."
-  (let* ((tag (make-symbol "mevedel-execution-call"))
-         (timeout (or timeout mevedel-execution-request-timeout))
-         (waiting t)     ; nil once this call has left, answered or not
-         handle
-         (outcome
-          (unwind-protect
-              (catch tag
-                (setq handle
-                      (mevedel-execution--async
-                       conn method params
-                       :on-result (lambda (r) (when waiting (throw tag (list 'ok r))))
-                       :on-error (lambda (e) (when waiting (throw tag (list 'error e))))
-                       :on-lost (lambda (why)
-                                  (when waiting
-                                    (throw tag (list 'error (list :code -1 :kind "lost" :message why)))))
-                       :timeout timeout))
-                (condition-case nil
-                    (while t (accept-process-output nil 30))
-                  (quit
-                   (mevedel-execution-abort handle)
-                   (signal 'quit nil))))
-            ;; A late answer (after a quit) must not throw to a dead tag.
-            (setq waiting nil))))
+  ;; The answer is noted, never thrown: a throw would leave the process
+  ;; filter in the middle of its input, and messages read in the same
+  ;; chunk (a delivery, say) would wait there until the helper next
+  ;; wrote something.
+  (let* ((timeout (or timeout mevedel-execution-request-timeout))
+         (proc (jsonrpc--process conn))
+         ;; jsonrpc's timer answers at TIMEOUT; this is only a backstop.
+         (deadline (+ (float-time) timeout 1))
+         (outcome nil)
+         (handle
+          (mevedel-execution--async
+           conn method params
+           :on-result (lambda (r) (setq outcome (list 'ok r)))
+           :on-error (lambda (e) (setq outcome (list 'error e)))
+           :on-lost (lambda (why)
+                      (setq outcome (list 'error (list :code -1 :kind "lost" :message why))))
+           :timeout timeout)))
+    (condition-case nil
+        (while (not outcome)
+          (if (> (float-time) deadline)
+              (setq outcome
+                    (list 'error (list :code -32005 :kind "timeout"
+                                       :message (format "no answer within %s s" timeout))))
+            ;; Returns as soon as the helper wrote; the bound lets a
+            ;; timer's answer (the timeout) end the wait.
+            (accept-process-output (and (process-live-p proc) proc) 0.1)))
+      (quit
+       (mevedel-execution-abort handle)
+       (signal 'quit nil)))
     (pcase outcome
       (`(ok ,result) result)
       (`(error ,err)
@@ -387,15 +429,23 @@ request in the helper too."
   "Answer a request from the helper; it sends none today."
   (jsonrpc-error :code -32601 :message (format "method not found: %s" method)))
 
-(defun mevedel-execution--dispatch-notification (_conn method params)
-  "Route the notification METHOD with PARAMS from the helper."
-  (pcase method
-    ('exec/progress (mevedel-execution--run-event 'progress params))
-    ('exec/changed (mevedel-execution--run-event 'changed params))
-    ('exec/settled (mevedel-execution--run-event 'settled params))
-    ('session/wake (mevedel-execution--run-event 'wake params))
-    ('mailbox/deliver (mevedel-execution--deliver params))
-    (_ nil)))
+(defun mevedel-execution--dispatch-notification (conn method params)
+  "Route the notification METHOD with PARAMS from CONN's helper.
+CONN may be nil, meaning the current helper.  No error leaves this
+function: one escaping into the process filter would strand the
+messages read after this one."
+  (condition-case err
+      (let ((conn (or conn mevedel-execution--current)))
+        (pcase method
+          ('exec/progress (mevedel-execution--run-event 'progress params))
+          ('exec/changed (mevedel-execution--run-event 'changed params))
+          ('exec/settled (mevedel-execution--run-event 'settled params))
+          ('session/wake
+           (mevedel-execution--run-event 'wake params)
+           (mevedel-execution--wake conn params))
+          ('mailbox/deliver (mevedel-execution--deliver conn params))
+          (_ nil)))
+    (error (message "mevedel-exec: handling %s: %s" method (error-message-string err)))))
 
 (defun mevedel-execution--run-event (type params)
   "Give each of `mevedel-execution-event-functions' its copy of PARAMS.
@@ -411,45 +461,93 @@ TYPE names the event."
                            type (error-message-string err))))
          nil)))))
 
-(defun mevedel-execution--deliver (params)
-  "Hand the delivery PARAMS to the mailbox sink, with its ack function."
+(defun mevedel-execution--session-on (conn session-id)
+  "Return the open session SESSION-ID on CONN's helper, or nil."
+  (cl-find-if (lambda (s)
+                (and (equal (mevedel-execution-session-id s) session-id)
+                     conn
+                     (eql (mevedel-execution-session-generation s)
+                          (mevedel-execution--generation conn))))
+              mevedel-execution--sessions))
+
+(defun mevedel-execution--wake (conn params)
+  "Run `mevedel-execution-wake-functions' for the wake PARAMS from CONN.
+A wake for a session that is not open on CONN's helper is dropped."
+  (let* ((wake (mevedel-execution--normalize params))
+         (session (mevedel-execution--session-on conn (plist-get wake :session-id)))
+         (owner (plist-get wake :owner))
+         (ids (plist-get wake :delivery-ids)))
+    (when session
+      (run-hook-wrapped
+       'mevedel-execution-wake-functions
+       (lambda (fn)
+         (condition-case err
+             (funcall fn session owner (copy-sequence ids))
+           (error (message "mevedel-exec: error in a wake function: %s"
+                           (error-message-string err))))
+         nil)))))
+
+(defun mevedel-execution--send-ack (conn session-id delivery-id error)
+  "Answer the delivery DELIVERY-ID of SESSION-ID on CONN.
+ERROR nil says durable, a string says why it was not kept.  A
+helper that died meanwhile is not asked: its deliveries died too."
+  (when (and conn (jsonrpc-running-p conn))
+    (mevedel-execution--async
+     conn 'mailbox/ack
+     (mevedel-execution--params :sessionId session-id
+                                :deliveryId delivery-id
+                                :durable (unless error t)
+                                :error error)
+     ;; A lost ack costs nothing: the helper sends the delivery again,
+     ;; and the answer is repeated from `mevedel-execution--deliveries'.
+     :timeout mevedel-execution-request-timeout)))
+
+(defun mevedel-execution--deliver (conn params)
+  "Hand the delivery PARAMS from CONN's helper to the mailbox sink.
+The sink gets it with an ack function that sends `mailbox/ack'
+once; see `mevedel-execution-mailbox-delivery-function'."
   (let* ((record (mevedel-execution--normalize params))
          (delivery-id (plist-get record :delivery-id))
          (session-id (plist-get record :session-id))
-         (conn mevedel-execution--current)
-         (seen (gethash delivery-id mevedel-execution--deliveries))
-         (send-ack
-          (lambda (error)
-            (when (and conn (jsonrpc-running-p conn))
-              (mevedel-execution--async
-               conn 'mailbox/ack
-               (mevedel-execution--params :sessionId session-id
-                                          :deliveryId delivery-id
-                                          :durable (unless error t)
-                                          :error error)
-               :timeout mevedel-execution-request-timeout)))))
-    (pcase seen
-      ('acked (funcall send-ack nil))   ; our earlier ack was lost: repeat it
-      ('pending nil)                    ; the sink has it and will answer
-      (_
-       (if (not (functionp mevedel-execution-mailbox-delivery-function))
-           (funcall send-ack "no mailbox sink in this Emacs")
-         (puthash delivery-id 'pending mevedel-execution--deliveries)
-         (let ((done nil))
-           (condition-case-unless-debug err
-               (funcall mevedel-execution-mailbox-delivery-function record
-                        (lambda (&optional error)
-                          (unless done
-                            (setq done t)
-                            (if error
-                                (remhash delivery-id mevedel-execution--deliveries)
-                              (puthash delivery-id 'acked mevedel-execution--deliveries))
-                            (funcall send-ack error))))
-             (error
-              (unless done
-                (setq done t)
-                (remhash delivery-id mevedel-execution--deliveries)
-                (funcall send-ack (error-message-string err)))))))))))
+         (key (cons session-id delivery-id))
+         (sink mevedel-execution-mailbox-delivery-function))
+    (cond
+     ;; A session torn down was closed in the helper, which dropped its
+     ;; deliveries: one still in the pipe has nobody to answer.
+     ((not (mevedel-execution--session-on conn session-id)) nil)
+     ;; Our durable ack was lost or came late: say it again.
+     ((eq (gethash key mevedel-execution--deliveries) 'durable)
+      (mevedel-execution--send-ack conn session-id delivery-id nil))
+     ;; The sink holds it and will answer through its ack.
+     ((eq (gethash key mevedel-execution--deliveries) 'pending) nil)
+     ((not (functionp sink))
+      (mevedel-execution--send-ack conn session-id delivery-id
+                                   "no mailbox sink in this Emacs"))
+     (t
+      (puthash key 'pending mevedel-execution--deliveries)
+      (let* ((done nil)
+             (ack (lambda (&optional error)
+                    (unless done
+                      (setq done t)
+                      (let ((error (and error (format "%s" error))))
+                        ;; The helper takes an empty error for no error.
+                        (when (equal error "")
+                          (setq error "the mailbox sink failed"))
+                        (if error
+                            (remhash key mevedel-execution--deliveries)
+                          (puthash key 'durable mevedel-execution--deliveries))
+                        (mevedel-execution--send-ack conn session-id delivery-id error)))
+                    nil)))
+        ;; Not `condition-case-unless-debug': under `debug-on-error' the
+        ;; delivery would stay pending here forever, never to be resent.
+        (condition-case err
+            (funcall sink record ack)
+          (error
+           (if done
+               (message "mevedel-exec: error in the mailbox sink after its ack: %s"
+                        (error-message-string err))
+             (funcall ack (format "the mailbox sink failed: %s"
+                                  (error-message-string err)))))))))))
 
 ;;;; Sessions
 
@@ -461,7 +559,9 @@ TYPE names the event."
   (state-dir nil :read-only t :documentation "Where its spools live.")
   (limits nil :read-only t :documentation "Wire plist of limits, or nil.")
   (generation nil :documentation "The helper generation it is open on.")
-  (id-prefix nil :documentation "Prefix of execution ids on that helper."))
+  (id-prefix nil :documentation "Prefix of execution ids on that helper.")
+  (recovered nil :documentation "Facts of the executions its last open marked lost.")
+  (busy-owners nil :documentation "Owners last said busy; told again on a new helper."))
 
 (defun mevedel-execution--open-on (conn session)
   "Open SESSION on CONN's helper."
@@ -475,6 +575,15 @@ TYPE names the event."
           (mevedel-execution--generation conn))
     (setf (mevedel-execution-session-id-prefix session)
           (plist-get info :id-prefix))
+    (setf (mevedel-execution-session-recovered session)
+          (plist-get info :recovered))
+    ;; A new helper thinks every owner idle: one that is busy would be
+    ;; woken in the middle of its turn.
+    (dolist (owner (mevedel-execution-session-busy-owners session))
+      (mevedel-execution--call
+       conn 'owner/state
+       (list :sessionId (mevedel-execution-session-id session)
+             :owner owner :state "busy")))
     info))
 
 (defun mevedel-execution--ensure (session)
@@ -494,8 +603,14 @@ After the helper died, the session opens again on the new one."
 (defun mevedel-execution-open-session (id state-dir &optional limits)
   "Open the session ID, keeping its output under STATE-DIR.
 STATE-DIR is created (mode 0700) when missing.  LIMITS is an
-optional plist of wire limits, e.g. (:maxLive 16 :graceMs 500).
-Return the session object."
+optional plist of wire limits, e.g. (:maxLive 16 :graceMs 500);
+`:ackTimeoutMs' and `:retryMs' say how long the helper waits for
+a delivery's ack before sending it again, and how long after a
+failure.  Return the session object.  `mevedel-execution-session-recovered'
+gives the facts of the executions that an earlier helper left
+without an end and this open marked lost (termination \"lost\");
+after the helper died, the session opens again by itself on the
+next call, and the slot then says what that open recovered."
   (unless (and (stringp id) (not (string-empty-p id)))
     (signal 'wrong-type-argument (list 'stringp id)))
   (unless (stringp state-dir)
@@ -510,6 +625,12 @@ Return the session object."
   "Close SESSION: its live executions are stopped; spools stay on disk."
   (when (memq session mevedel-execution--sessions)
     (setq mevedel-execution--sessions (delq session mevedel-execution--sessions))
+    ;; The helper drops the session's deliveries: none comes again.
+    (let ((id (mevedel-execution-session-id session)))
+      (maphash (lambda (key _state)
+                 (when (equal (car key) id)
+                   (remhash key mevedel-execution--deliveries)))
+               mevedel-execution--deliveries))
     (let ((conn mevedel-execution--current))
       (when (and conn (jsonrpc-running-p conn)
                  (eql (mevedel-execution-session-generation session)
@@ -526,6 +647,7 @@ Return the session object."
 (defun mevedel-execution-teardown-all ()
   "Close every session and shut the helper down."
   (setq mevedel-execution--sessions nil)
+  (clrhash mevedel-execution--deliveries)
   (let ((conn mevedel-execution--current))
     (when conn
       (mevedel-execution--set-closing conn)
@@ -705,6 +827,66 @@ given, receives the Observation that follows the input."
          :executionId id :chars chars)
    (or callback #'mevedel-execution--ignore)
    mevedel-execution-request-timeout))
+
+;;;; Owners and their attention
+
+(defun mevedel-execution--owner-request (session method params value callback)
+  "Send METHOD with PARAMS for SESSION; VALUE maps the result.
+Without CALLBACK, wait and return what VALUE makes of the result,
+signalling `mevedel-execution-helper-error' on an error.  With
+CALLBACK, return a request handle at once; CALLBACK later receives
+what VALUE makes of the result, or (:error ERR) when the helper
+refused or died."
+  (let ((conn (mevedel-execution--ensure session)))
+    (if (not callback)
+        (funcall value (mevedel-execution--call conn method params))
+      (mevedel-execution--async
+       conn method params
+       :on-result (lambda (r) (funcall callback (funcall value r)))
+       :on-error (lambda (err) (funcall callback (list :error err)))
+       :on-lost (lambda (why)
+                  (funcall callback (list :error (list :code -1 :kind "lost" :message why))))
+       :timeout mevedel-execution-request-timeout))))
+
+(defun mevedel-execution-set-owner-state (session owner state &optional callback)
+  "Tell the helper that OWNER in SESSION is STATE, `busy' or `idle'.
+OWNER nil means \"/root\".  An owner is idle until said busy; the
+helper wakes only idle owners (`mevedel-execution-wake-functions'),
+so say busy when an agent's turn starts and idle when it ends.
+Turning idle with attention owed brings a wake at once.
+
+Without CALLBACK, wait for the answer and return t: no wake decided
+before it comes after it, so once a `busy' call returned, no wake
+arrives until the owner is idle again.  With CALLBACK, return at
+once; CALLBACK receives t, or (:error ERR).  A busy owner is told
+busy again when its session reopens on a new helper."
+  (let ((owner (or owner "/root"))
+        (state (if (symbolp state) (symbol-name state) state)))
+    (unless (member state '("busy" "idle"))
+      (signal 'wrong-type-argument (list '(member busy idle) state)))
+    (setf (mevedel-execution-session-busy-owners session)
+          (if (equal state "busy")
+              (cl-adjoin owner (mevedel-execution-session-busy-owners session)
+                         :test #'equal)
+            (remove owner (mevedel-execution-session-busy-owners session))))
+    (mevedel-execution--owner-request
+     session 'owner/state
+     (list :sessionId (mevedel-execution-session-id session) :owner owner :state state)
+     (lambda (_result) t)
+     callback)))
+
+(defun mevedel-execution-retire-owner (session owner &optional callback)
+  "Retire the attention OWNER in SESSION owes; return how many were owed.
+Call it when the person stops that owner's turn: results made up to
+now bring no wake, those made later do, and monitors keep running.
+OWNER nil means \"/root\".  Without CALLBACK, wait and return the
+count.  With CALLBACK, return at once; CALLBACK receives the count,
+or (:error ERR)."
+  (mevedel-execution--owner-request
+   session 'owner/retire
+   (list :sessionId (mevedel-execution-session-id session) :owner (or owner "/root"))
+   (lambda (result) (plist-get result :retired))
+   callback))
 
 ;;;; Installing the helper
 

@@ -28,6 +28,9 @@
 (defconst mevedel-execution-test--timeout 30
   "Upper bound of every wait, in seconds.")
 
+(defvar mevedel-execution-test--limits '(:graceMs 500)
+  "Wire limits of the sessions the fixture opens; tests may bind it.")
+
 (defun mevedel-execution-test--call-with-helper (fn)
   "Call FN with a session on a fresh helper; tear everything down after.
 The helper gets a private HOME, so no user profile runs."
@@ -36,11 +39,13 @@ The helper gets a private HOME, so no user profile runs."
          (process-environment (append (list (concat "HOME=" home)) process-environment))
          (mevedel-execution-program mevedel-execution-test--program)
          (mevedel-execution-event-functions nil)
+         (mevedel-execution-wake-functions nil)
+         (mevedel-execution-mailbox-delivery-function nil)
          (default-directory home))
     (should (file-executable-p mevedel-execution-program))
     (unwind-protect
         (funcall fn (mevedel-execution-open-session
-                     (format "ert-%d" (random 1000000)) state '(:graceMs 500)))
+                     (format "ert-%d" (random 1000000)) state mevedel-execution-test--limits))
       (mevedel-execution-teardown-all)
       (delete-directory home t)
       (delete-directory state t))))

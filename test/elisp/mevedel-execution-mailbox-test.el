@@ -1,0 +1,399 @@
+;;; mevedel-execution-mailbox-test.el --- ERT tests of deliveries, acks and wakes  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; The acknowledged mailbox and owner attention, driven through the
+;; facade against the real helper with the fixture of
+;; mevedel-execution-test.el.  A command ends when the test opens its
+;; gate, a fifo it reads; every other wait is a bounded loop on a
+;; condition of the helper's state.  Sessions that test resends use
+;; short `ackTimeoutMs' and `retryMs' limits.
+
+;;; Code:
+
+(require 'ert)
+(require 'cl-lib)
+(require 'mevedel-execution-test
+         (expand-file-name "mevedel-execution-test.el"
+                           (file-name-directory (or load-file-name buffer-file-name))))
+
+;;;; Helpers
+
+(defvar mevedel-execution-mailbox-test--gates nil
+  "Directories of the gates made by the running test.")
+
+(defun mevedel-execution-mailbox-test--gate ()
+  "Return a new fifo for a command to wait on."
+  (let* ((dir (make-temp-file "mevedel-ert-gate-" t))
+         (fifo (expand-file-name "gate" dir)))
+    (push dir mevedel-execution-mailbox-test--gates)
+    (unless (eql 0 (call-process "mkfifo" nil nil nil fifo))
+      (ert-fail "mkfifo failed"))
+    fifo))
+
+(defun mevedel-execution-mailbox-test--open (fifo)
+  "Open the gate FIFO: its command reads a line and goes on.
+Opening a fifo waits for its reader; `timeout' bounds that."
+  (unless (eql 0 (call-process "timeout" nil nil nil
+                               (number-to-string mevedel-execution-test--timeout)
+                               "sh" "-c" "echo go > \"$1\"" "sh" fifo))
+    (ert-fail (format "nobody read the gate %s" fifo))))
+
+(defun mevedel-execution-mailbox-test--background (session text &optional owner)
+  "Start in SESSION a command that prints TEXT once its gate opens.
+OWNER defaults to \"/root\".  Return (EXECUTION-ID . GATE)."
+  (let* ((gate (mevedel-execution-mailbox-test--gate))
+         (obs (mevedel-execution-test--start
+               session (format "read -r _ < %s; echo %s"
+                               (shell-quote-argument gate) (shell-quote-argument text))
+               :owner owner :yield-time-ms 0)))
+    (should-not (plist-get obs :error))
+    (should-not (plist-get obs :final))
+    (cons (plist-get (plist-get obs :facts) :execution-id) gate)))
+
+(defun mevedel-execution-mailbox-test--finish (session text &optional owner)
+  "Run a command printing TEXT in SESSION to its end in the background.
+Return its execution id; its result goes to the mailbox."
+  (let ((started (mevedel-execution-mailbox-test--background session text owner)))
+    (mevedel-execution-mailbox-test--open (cdr started))
+    (car started)))
+
+(defun mevedel-execution-mailbox-test--peek (session id)
+  "Return the current Observation of ID in SESSION, seen by the user.
+The user's view never counts as the model reading the result, so
+it changes nothing about wakes."
+  (mevedel-execution--call
+   (mevedel-execution--ensure session) 'exec/observe
+   (list :sessionId (mevedel-execution-session-id session) :as "user" :executionId id)))
+
+(defun mevedel-execution-mailbox-test--wait-consumed (session id seen)
+  "Wait until the helper made the delivery of ID in SESSION durable.
+SEEN is the recording function of the test.  Return the Observation
+that shows it: final, with no delivery pending and nothing unread."
+  ;; Looking before the delivery is made would take the output from it:
+  ;; any observation of a running command reads what it printed.
+  (mevedel-execution-test--wait-until
+   (lambda () (cl-find id (cdr (funcall seen)) :key #'cl-caddr :test #'equal))
+   (format "the delivery of %s" id))
+  (let (obs)
+    (mevedel-execution-test--wait-until
+     (lambda ()
+       (setq obs (mevedel-execution-mailbox-test--peek session id))
+       (and (plist-get obs :final)
+            (not (plist-get obs :delivery-id))
+            (eql 0 (plist-get (plist-get obs :facts) :unread-bytes))))
+     (format "the delivery of %s to be consumed" id))
+    obs))
+
+(defvar mevedel-execution-mailbox-test--drop nil
+  "Non-nil makes the next durable ack vanish; see the recording helper.")
+
+(defun mevedel-execution-mailbox-test--call-recording (fn)
+  "Call FN with a function returning the acks and deliveries seen so far.
+That function returns (ACKS . DELIVERIES), oldest first: ACKS as
+\(DELIVERY-ID ERROR) for each `mailbox/ack' the facade sent,
+DELIVERIES as (DELIVERY-ID ATTEMPT EXECUTION-ID) for each
+`mailbox/deliver' that reached it.  While `mevedel-execution-mailbox-test--drop' is
+non-nil, the next durable ack is not sent (as if it were lost)."
+  (let* ((acks nil) (deliveries nil)
+        (record-ack (lambda (_conn _session-id delivery-id error)
+                      (push (list delivery-id error) acks)))
+        (drop (lambda (orig conn session-id delivery-id error)
+                (if (and mevedel-execution-mailbox-test--drop (not error))
+                    (setq mevedel-execution-mailbox-test--drop nil)
+                  (funcall orig conn session-id delivery-id error))))
+        (record-delivery (lambda (_conn params)
+                           (push (list (plist-get params :deliveryId)
+                                       (plist-get params :attempt)
+                                       (plist-get (plist-get params :attrs) :executionId))
+                                 deliveries))))
+    (advice-add 'mevedel-execution--send-ack :around drop)
+    (advice-add 'mevedel-execution--send-ack :before record-ack)
+    (advice-add 'mevedel-execution--deliver :before record-delivery)
+    (unwind-protect
+        (funcall fn (lambda () (cons (reverse acks) (reverse deliveries))))
+      (advice-remove 'mevedel-execution--send-ack drop)
+      (advice-remove 'mevedel-execution--send-ack record-ack)
+      (advice-remove 'mevedel-execution--deliver record-delivery)
+      (setq mevedel-execution-mailbox-test--drop nil))))
+
+(defmacro mevedel-execution-mailbox-test--with-helper (limits var seen &rest body)
+  "Run BODY with VAR bound to a session opened with LIMITS.
+SEEN is bound to the function of
+`mevedel-execution-mailbox-test--call-recording'."
+  (declare (indent 3) (debug (form symbolp symbolp body)))
+  `(let ((mevedel-execution-test--limits ,limits)
+         (mevedel-execution-mailbox-test--gates nil))
+     (unwind-protect
+         (mevedel-execution-test--with-helper ,var
+           (mevedel-execution-mailbox-test--call-recording
+            (lambda (,seen) (ignore ,seen) ,@body)))
+       (dolist (dir mevedel-execution-mailbox-test--gates)
+         (delete-directory dir t)))))
+
+(defun mevedel-execution-mailbox-test--acks-of (seen delivery-id)
+  "Return the errors of the acks SEEN sent for DELIVERY-ID (nil = durable)."
+  (mapcar #'cadr (cl-remove-if-not (lambda (a) (equal (car a) delivery-id))
+                                   (car (funcall seen)))))
+
+(defun mevedel-execution-mailbox-test--attempts-of (seen delivery-id)
+  "Return the attempts of the deliveries SEEN got for DELIVERY-ID."
+  (mapcar #'cadr (cl-remove-if-not (lambda (d) (equal (car d) delivery-id))
+                                   (cdr (funcall seen)))))
+
+;;;; Acknowledgement
+
+(ert-deftest mevedel-execution-mailbox-test-durable-ack-consumes ()
+  "A durable ack consumes the result; the sink saw it once, acked once."
+  (mevedel-execution-mailbox-test--with-helper '(:graceMs 500) session seen
+    (let* ((records nil)
+           (mevedel-execution-mailbox-delivery-function
+            (lambda (record ack)
+              (push record records)
+              (funcall ack)
+              (funcall ack "ignored: the first call counts")))
+           (id (mevedel-execution-mailbox-test--finish session "delivered"))
+           (obs (mevedel-execution-mailbox-test--wait-consumed session id seen))
+           (record (car records))
+           (delivery-id (plist-get record :delivery-id)))
+      (should (= (length records) 1))
+      (should (equal (plist-get record :kind) "EXECUTION"))
+      (should (equal (plist-get record :owner) "/root"))
+      (should (equal (plist-get record :session-id) (mevedel-execution-session-id session)))
+      (should (eql (plist-get record :attempt) 1))
+      (should (equal (plist-get (plist-get record :observation) :output) "delivered\n"))
+      (let ((attrs (plist-get record :attrs)))
+        (should (equal (plist-get attrs :execution-id) id))
+        (should (equal (plist-get attrs :status) "completed"))
+        (should (eql (plist-get attrs :exit-code) 0)))
+      ;; One ack, durable, although the sink called it twice.
+      (should (equal (mevedel-execution-mailbox-test--acks-of seen delivery-id) '(nil)))
+      ;; Consumed: later observations repeat what was delivered.
+      (should (equal (plist-get obs :output) "delivered\n")))))
+
+(ert-deftest mevedel-execution-mailbox-test-failure-ack-redelivers ()
+  "A failure ack brings the same delivery again, to the sink again."
+  (mevedel-execution-mailbox-test--with-helper '(:graceMs 500 :retryMs 50) session seen
+    (let* ((records nil)
+           (mevedel-execution-mailbox-delivery-function
+            (lambda (record ack)
+              (push record records)
+              (if (= (length records) 1) (funcall ack "disk full") (funcall ack))))
+           (id (mevedel-execution-mailbox-test--finish session "again")))
+      (mevedel-execution-mailbox-test--wait-consumed session id seen)
+      (should (= (length records) 2))
+      (let ((delivery-id (plist-get (car records) :delivery-id)))
+        (should (equal (plist-get (cadr records) :delivery-id) delivery-id))
+        (should (equal (mapcar (lambda (r) (plist-get r :attempt)) (reverse records)) '(1 2)))
+        ;; A resend carries the same frozen content.
+        (should (equal (mapcar (lambda (r) (plist-get (plist-get r :observation) :output)) records)
+                       '("again\n" "again\n")))
+        (should (equal (mevedel-execution-mailbox-test--acks-of seen delivery-id)
+                       '("disk full" nil)))))))
+
+(ert-deftest mevedel-execution-mailbox-test-erroring-sink ()
+  "A sink that signals sends a failure ack and gets the delivery again;
+one that signals after its ack changes nothing."
+  (mevedel-execution-mailbox-test--with-helper '(:graceMs 500 :retryMs 50) session seen
+    (let* ((calls 0)
+           (mevedel-execution-mailbox-delivery-function
+            (lambda (_record ack)
+              (cl-incf calls)
+              (when (= calls 1) (error "Boom"))
+              (funcall ack)))
+           (id (mevedel-execution-mailbox-test--finish session "first")))
+      (mevedel-execution-mailbox-test--wait-consumed session id seen)
+      (should (= calls 2))
+      (let* ((delivery-id (car (car (cdr (funcall seen)))))
+             (acks (mevedel-execution-mailbox-test--acks-of seen delivery-id)))
+        (should (= (length acks) 2))
+        (should (string-match-p "Boom" (car acks)))
+        (should-not (cadr acks))
+        (should (equal (mevedel-execution-mailbox-test--attempts-of seen delivery-id) '(1 2)))))
+    (let* ((calls 0)
+           (mevedel-execution-mailbox-delivery-function
+            (lambda (_record ack)
+              (cl-incf calls)
+              (funcall ack)
+              (error "Late boom")))
+           (id (mevedel-execution-mailbox-test--finish session "second")))
+      (mevedel-execution-mailbox-test--wait-consumed session id seen)
+      (should (= calls 1))
+      (let ((delivery-id (car (car (last (cdr (funcall seen)))))))
+        (should (equal (mevedel-execution-mailbox-test--acks-of seen delivery-id) '(nil)))))))
+
+(ert-deftest mevedel-execution-mailbox-test-no-sink ()
+  "Without a sink, deliveries fail and stay pending until one is set."
+  (mevedel-execution-mailbox-test--with-helper '(:graceMs 500 :retryMs 50) session seen
+    (let* ((records nil)
+           (id (mevedel-execution-mailbox-test--finish session "later")))
+      (mevedel-execution-test--wait-until
+       (lambda () (car (funcall seen))) "a failure ack")
+      (should (string-match-p "no mailbox sink" (cadr (car (car (funcall seen))))))
+      (should (plist-get (mevedel-execution-mailbox-test--peek session id) :delivery-id))
+      (let ((mevedel-execution-mailbox-delivery-function
+             (lambda (record ack) (push record records) (funcall ack))))
+        (mevedel-execution-mailbox-test--wait-consumed session id seen))
+      (should (= (length records) 1))
+      (should (> (plist-get (car records) :attempt) 1)))))
+
+(ert-deftest mevedel-execution-mailbox-test-dedupe ()
+  "A resend never reaches the sink twice: not while the sink holds the
+delivery, and not after its durable ack was lost, which is repeated."
+  (mevedel-execution-mailbox-test--with-helper '(:graceMs 500 :ackTimeoutMs 200 :retryMs 50)
+      session seen
+    (let* ((records nil)
+           (held nil)
+           (mevedel-execution-mailbox-delivery-function
+            (lambda (record ack) (push record records) (setq held ack)))
+           (id (mevedel-execution-mailbox-test--finish session "once"))
+           delivery-id)
+      (mevedel-execution-test--wait-until (lambda () held) "the delivery")
+      (setq delivery-id (plist-get (car records) :delivery-id))
+      ;; No ack within 200 ms: the helper sends it again, the sink still
+      ;; holds it and does not see it.
+      (mevedel-execution-test--wait-until
+       (lambda () (member 2 (mevedel-execution-mailbox-test--attempts-of seen delivery-id)))
+       "a resend while the sink holds the delivery")
+      (should (= (length records) 1))
+      (should (plist-get (mevedel-execution-mailbox-test--peek session id) :delivery-id))
+      ;; The durable ack is lost on its way.
+      (setq mevedel-execution-mailbox-test--drop t)
+      (funcall held)
+      (should-not mevedel-execution-mailbox-test--drop)
+      ;; The next resend is acknowledged again, without the sink.
+      (mevedel-execution-mailbox-test--wait-consumed session id seen)
+      (should (= (length records) 1))
+      (should (>= (apply #'max (mevedel-execution-mailbox-test--attempts-of seen delivery-id)) 3))
+      (should (equal (mevedel-execution-mailbox-test--acks-of seen delivery-id) '(nil nil))))))
+
+;;;; Owners and wakes
+
+(defun mevedel-execution-mailbox-test--acking-sink (record ack)
+  "A sink that keeps nothing: RECORD is durable at once through ACK."
+  (ignore record)
+  (funcall ack))
+
+(ert-deftest mevedel-execution-mailbox-test-wake-idle-not-busy ()
+  "An idle owner is woken for a durable result; a busy one is not,
+until it turns idle."
+  (mevedel-execution-mailbox-test--with-helper '(:graceMs 500) session seen
+    (let* ((wakes nil)
+           (mevedel-execution-mailbox-delivery-function #'mevedel-execution-mailbox-test--acking-sink)
+           (mevedel-execution-wake-functions
+            (list (lambda (s owner ids) (push (list s owner ids) wakes)))))
+      ;; Idle, the default.
+      (let ((id (mevedel-execution-mailbox-test--finish session "idle")))
+        (mevedel-execution-test--wait-until (lambda () wakes) "a wake")
+        (let ((delivery-id (car (car (cdr (funcall seen))))))
+          (should (equal (car wakes) (list session "/root" (list delivery-id)))))
+        (mevedel-execution-mailbox-test--wait-consumed session id seen))
+      (setq wakes nil)
+      ;; Busy: the result becomes durable and owed, but wakes nobody.
+      (should (eq (mevedel-execution-set-owner-state session "/root" 'busy) t))
+      (let ((id (mevedel-execution-mailbox-test--finish session "busy")))
+        (mevedel-execution-mailbox-test--wait-consumed session id seen)
+        ;; The answer to owner/state follows every wake decided before
+        ;; it, so this is a barrier: had a wake been sent, it is here.
+        (mevedel-execution-set-owner-state session "/root" "busy")
+        (should-not wakes)
+        ;; Turning idle wakes at once, before the answer.
+        (mevedel-execution-set-owner-state session nil 'idle)
+        (let ((delivery-id (car (car (last (cdr (funcall seen)))))))
+          (should (equal wakes (list (list session "/root" (list delivery-id))))))))))
+
+(ert-deftest mevedel-execution-mailbox-test-retire-owner ()
+  "Retiring an owner forgets what it owes: no wake when it turns idle."
+  (mevedel-execution-mailbox-test--with-helper '(:graceMs 500) session seen
+    (let* ((wakes nil)
+           (mevedel-execution-mailbox-delivery-function #'mevedel-execution-mailbox-test--acking-sink)
+           (mevedel-execution-wake-functions
+            (list (lambda (_s owner ids) (push (cons owner ids) wakes)))))
+      (mevedel-execution-set-owner-state session "/root" 'busy)
+      (mevedel-execution-mailbox-test--wait-consumed
+       session (mevedel-execution-mailbox-test--finish session "one") seen)
+      (mevedel-execution-mailbox-test--wait-consumed
+       session (mevedel-execution-mailbox-test--finish session "two") seen)
+      (should (eql (mevedel-execution-retire-owner session "/root") 2))
+      (should (eql (mevedel-execution-retire-owner session nil) 0))
+      (mevedel-execution-set-owner-state session "/root" 'idle)
+      (should-not wakes)
+      ;; What comes later is owed again.
+      (mevedel-execution-mailbox-test--finish session "three")
+      (mevedel-execution-test--wait-until (lambda () wakes) "a wake for a later result")
+      (should (equal (car (car wakes)) "/root")))))
+
+(ert-deftest mevedel-execution-mailbox-test-owner-calls-async-and-checked ()
+  "Owner calls take a callback; a bad state is refused locally."
+  (mevedel-execution-mailbox-test--with-helper '(:graceMs 500) session seen
+    (should (eq t (mevedel-execution-test--await
+                   (lambda (cb) (mevedel-execution-set-owner-state session "/root/worker" 'busy cb)))))
+    (should (equal (mevedel-execution-session-busy-owners session) '("/root/worker")))
+    (should (eql 0 (mevedel-execution-test--await
+                    (lambda (cb) (mevedel-execution-retire-owner session "/root/worker" cb)))))
+    (should (eq t (mevedel-execution-test--await
+                   (lambda (cb) (mevedel-execution-set-owner-state session "/root/worker" "idle" cb)))))
+    (should-not (mevedel-execution-session-busy-owners session))
+    (should-error (mevedel-execution-set-owner-state session "/root" 'asleep)
+                  :type 'wrong-type-argument)))
+
+(ert-deftest mevedel-execution-mailbox-test-busy-survives-helper-death ()
+  "A session reopened on a new helper tells it which owners are busy."
+  (mevedel-execution-mailbox-test--with-helper '(:graceMs 500) session seen
+    (let* ((wakes nil)
+           (mevedel-execution-mailbox-delivery-function #'mevedel-execution-mailbox-test--acking-sink)
+           (mevedel-execution-wake-functions
+            (list (lambda (_s owner ids) (push (cons owner ids) wakes))))
+           (proc (jsonrpc--process mevedel-execution--current)))
+      (mevedel-execution-set-owner-state session "/root" 'busy)
+      (cl-letf (((symbol-function 'message) #'ignore))
+        (signal-process proc 'KILL)
+        (mevedel-execution-test--wait-until (lambda () (null mevedel-execution--current))
+                                            "the death to be noticed"))
+      (mevedel-execution-mailbox-test--wait-consumed
+       session (mevedel-execution-mailbox-test--finish session "after") seen)
+      (mevedel-execution-set-owner-state session "/root" 'busy)
+      (should-not wakes)
+      (mevedel-execution-set-owner-state session "/root" 'idle)
+      (should (= (length wakes) 1)))))
+
+;;;; The process filter
+
+(ert-deftest mevedel-execution-mailbox-test-call-leaves-no-message-behind ()
+  "Messages read with a synchronous call's answer are handled before it returns.
+A fake helper writes the answer and a notification in one write and
+then nothing more: the notification must not wait for more input."
+  (let* ((frame (lambda (json) (format "Content-Length: %d\r\n\r\n%s" (string-bytes json) json)))
+         (payload (concat (funcall frame "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"ok\":true}}")
+                          (funcall frame "{\"jsonrpc\":\"2.0\",\"method\":\"exec/settled\",\"params\":{\"sessionId\":\"s\",\"facts\":{\"executionId\":\"exec-fake-000001\"}}}")))
+         (events nil)
+         (mevedel-execution-event-functions
+          ;; Only this fake's events: the helper of an earlier test may
+          ;; still report its exit.
+          (list (lambda (type plist)
+                  (when (eq type 'settled) (push (cons type plist) events)))))
+         (conn (make-instance
+                'mevedel-execution-connection
+                :name "mevedel-exec-fake"
+                :generation -1
+                :events-buffer-scrollback-size 0
+                :notification-dispatcher #'mevedel-execution--dispatch-notification
+                :request-dispatcher #'mevedel-execution--dispatch-request
+                :on-shutdown #'ignore
+                :process (lambda ()
+                           (make-process
+                            :name "mevedel-exec-fake"
+                            :command (list "sh" "-c" "read -r _; printf '%s' \"$1\"; exec cat >/dev/null"
+                                           "sh" payload)
+                            :connection-type 'pipe
+                            :coding 'utf-8-emacs-unix
+                            :noquery t)))))
+    (unwind-protect
+        (progn
+          (should (equal (mevedel-execution--call conn 'ping nil 10) '(:ok t)))
+          (should (equal events
+                         '((settled :session-id "s" :facts (:execution-id "exec-fake-000001"))))))
+      (delete-process (jsonrpc--process conn)))))
+
+(provide 'mevedel-execution-mailbox-test)
+;;; mevedel-execution-mailbox-test.el ends here
