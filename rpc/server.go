@@ -43,7 +43,7 @@ type Server struct {
 // execution ends as session-ended before Serve returns.
 func Serve(r io.Reader, w io.Writer, logger *log.Logger) {
 	s := newServer(logger)
-	s.serveConn(r, w)
+	s.serveConn(r, w, false)
 	s.finish()
 }
 
@@ -68,10 +68,7 @@ func ServeListener(l net.Listener, linger time.Duration, logger *log.Logger) err
 			s.logger.Printf("no client came back within %v; shutting down", linger)
 			return nil
 		}
-		if !first {
-			s.mgr.SetConnected(true)
-		}
-		s.serveConn(c, c)
+		s.serveConn(c, c, !first)
 		c.Close()
 		s.mu.Lock()
 		down := s.down
@@ -104,10 +101,15 @@ func newServer(logger *log.Logger) *Server {
 }
 
 // serveConn serves one connection until it ends. Requests still waiting
-// then are cancelled: nobody is left to read their replies.
-func (s *Server) serveConn(r io.Reader, w io.Writer) {
+// then are cancelled: nobody is left to read their replies. A client that
+// reattaches gets the pending deliveries again, once notifications reach
+// it: a resend made before would go nowhere and wait out its ack timeout.
+func (s *Server) serveConn(r io.Reader, w io.Writer, reattached bool) {
 	conn := jsonrpc2.NewConn(context.Background(), NewStream(r, w, nil, s.logger), s, jsonrpc2.SetLogger(s.logger))
 	s.conn.Store(conn)
+	if reattached {
+		s.mgr.SetConnected(true)
+	}
 	<-conn.DisconnectNotify()
 	s.conn.CompareAndSwap(conn, nil)
 	s.mu.Lock()
