@@ -657,6 +657,11 @@ func (e *Execution) observe(ctx context.Context, wait time.Duration, maxChars in
 		case <-ctx.Done():
 		}
 	}
+	if errors.Is(context.Cause(ctx), ErrCallerGone) {
+		// The answer would go nowhere: read nothing, claim nothing, so
+		// the output stays unread and the result goes to the mailbox.
+		return Observation{Facts: e.Facts()}
+	}
 	if e.settledNow() {
 		return e.finalObservation(maxChars)
 	}

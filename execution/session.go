@@ -3,6 +3,7 @@ package execution
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -25,6 +26,11 @@ var (
 	// strictTransitions turns an illegal state move into a panic (tests).
 	strictTransitions = false
 )
+
+// ErrCallerGone is the cause of a request context cancelled because its
+// client went away: what such a request would read or claim is left for
+// the mailbox.
+var ErrCallerGone = errors.New("the client disconnected")
 
 // SetLogger sets where the package logs (stderr by default).
 func SetLogger(l *log.Logger) { logger = l }

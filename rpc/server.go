@@ -214,7 +214,7 @@ const maxWaitMs = 365 * 24 * 3600 * 1000
 
 var (
 	errCancelled    = errors.New("request cancelled by the client")
-	errDisconnected = errors.New("the client disconnected")
+	errDisconnected = execution.ErrCallerGone
 )
 
 // Handle implements jsonrpc2.Handler. It runs on the read loop.
