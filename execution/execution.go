@@ -277,16 +277,14 @@ func (e *Execution) causeOf() *stopCause {
 func (e *Execution) copyOutput(r io.Reader) {
 	buf := make([]byte, 256<<10)
 	// Growth inside a window is announced at its end, so a panel never
-	// keeps a stale size after the output goes quiet. announced (unix ns)
-	// and owed are shared with that trailing timer.
+	// keeps a stale size after the output goes quiet. announced (since
+	// base, on the monotonic clock) and owed are shared with that trailing
+	// timer.
+	base := time.Now()
 	var announced atomic.Int64
+	announced.Store(-int64(changedEvery))
 	var owed atomic.Bool
-	var trailing *time.Timer
-	defer func() {
-		if trailing != nil {
-			trailing.Stop()
-		}
-	}()
+	var trailing *time.Timer // left to fire after EOF: what it owes is still news
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
@@ -305,16 +303,16 @@ func (e *Execution) copyOutput(r io.Reader) {
 			e.mu.Unlock()
 			// A panel shows output sizes from exec/changed; once a second
 			// is enough for that.
-			since := time.Duration(time.Now().UnixNano() - announced.Load())
+			since := time.Since(base) - time.Duration(announced.Load())
 			if since >= changedEvery {
-				announced.Store(time.Now().UnixNano())
+				announced.Store(int64(time.Since(base)))
 				owed.Store(false)
 				e.s.changed()
 			} else if !owed.Swap(true) {
 				if trailing == nil {
 					trailing = time.AfterFunc(changedEvery-since, func() {
 						if owed.Swap(false) {
-							announced.Store(time.Now().UnixNano())
+							announced.Store(int64(time.Since(base)))
 							e.s.changed()
 						}
 					})
@@ -519,9 +517,9 @@ func (e *Execution) yield() bool {
 	e.facts.Yielded = true
 	e.changeLocked()
 	running := e.facts.State != Queued
-	if running {
-		e.journalRow(e.snapshotLocked(), e.leader)
-	}
+	// A row now, queued or not: a crash before it starts still leaves
+	// something to mark lost.
+	e.journalRow(e.snapshotLocked(), e.leader)
 	e.mu.Unlock()
 	if running {
 		e.s.sched.release(e.ticket)

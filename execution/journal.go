@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -83,6 +85,11 @@ func factsJSON(f Facts) json.RawMessage {
 	return b
 }
 
+// reclaimBudget bounds the time one open spends killing leftovers, all
+// of its lost executions together: a process stuck in the kernel must not
+// hold the open for long.
+const reclaimBudget = 3 * time.Second
+
 // openJournal opens the session's journal and marks every execution that
 // a previous helper left without a settlement as lost, killing its
 // leftover processes first where they are provably the ones it started.
@@ -92,14 +99,18 @@ func openJournal(stateDir string) (*transcript.Journal, []Facts, error) {
 		return nil, nil, fault.New(fault.IO, "opening the journal in %s: %w", stateDir, err)
 	}
 	recovered := []Facts{}
+	deadline := time.Now().Add(reclaimBudget)
 	for _, r := range j.Unsettled() {
 		var f Facts
 		if err := json.Unmarshal(r.Facts, &f); err != nil || f.ExecutionID == "" {
 			f = Facts{ExecutionID: r.ExecutionID, Owner: r.Owner, ToolUseID: r.ToolUseID}
 		}
 		reason := "the helper that ran it ended without recording its end"
-		if r.Leader != nil {
-			reason += "; " + reclaim(r.ExecutionID, r.Leader)
+		switch {
+		case r.Leader != nil:
+			reason += "; " + reclaim(r.ExecutionID, r.Leader, deadline)
+		case f.StartedAt == nil:
+			reason = "the helper that queued it ended before it started"
 		}
 		now := time.Now()
 		f.State = Settled
@@ -109,13 +120,15 @@ func openJournal(stateDir string) (*transcript.Journal, []Facts, error) {
 		if f.StartedAt != nil {
 			f.WallMs = now.Sub(f.StartedAt.Time).Milliseconds()
 		}
+		// The row was written at start; the spool says how much came.
+		f.OutputBytes, f.OutputLines = spoolSize(filepath.Join(stateDir, "executions", f.ExecutionID+".log"))
 		f.UnreadBytes = 0
 		f.Version++
 		j.Append(transcript.Record{
 			Type: transcript.TypeLost, ExecutionID: f.ExecutionID, ToolUseID: f.ToolUseID, Owner: f.Owner,
 			Facts: factsJSON(f),
 		})
-		if f.Yielded {
+		if f.Yielded && f.MonitorID == "" {
 			j.Append(breadcrumb(f))
 		}
 		recovered = append(recovered, f)
@@ -129,56 +142,107 @@ func openJournal(stateDir string) (*transcript.Journal, []Facts, error) {
 	return j, recovered, nil
 }
 
-// reclaim kills what is left of a lost execution's processes and says
-// what it did. Only processes proven to be the ones the helper started are
-// signalled: the group of a leader whose pid and start time both match, and
-// processes carrying the execution's tag that started no earlier than it.
-// A pid now used by another process is left alone.
-func reclaim(id string, l *transcript.Leader) string {
+// spoolSize counts the bytes and lines of a raw spool file, as the spool
+// itself counts them (a non-empty unterminated last line is a line).
+func spoolSize(path string) (bytes, lines int64) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0
+	}
+	defer f.Close()
+	buf := make([]byte, 256<<10)
+	last := byte('\n')
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			bytes += int64(n)
+			for _, b := range buf[:n] {
+				if b == '\n' {
+					lines++
+				}
+			}
+			last = buf[n-1]
+		}
+		if err != nil {
+			break
+		}
+	}
+	if last != '\n' {
+		lines++
+	}
+	return bytes, lines
+}
+
+// reclaim kills what is left of a lost execution's processes, within the
+// deadline, and says what it did. Only processes proven to be the ones the
+// helper started are signalled: the group of a leader whose pid and start
+// time both match (checked before every signal: once the leader is gone
+// the group's number could be reused), and processes carrying the
+// execution's tag that started no earlier than the leader. A pid now used
+// by another process is left alone, and so is one the kernel refuses to
+// let us signal.
+func reclaim(id string, l *transcript.Leader, deadline time.Time) string {
 	if l.Target != "" && l.Target != "local" {
 		return "its processes on " + l.Target + " were not checked"
 	}
 	if l.Pid <= 0 || l.StartTime == 0 {
 		return "no process identity was recorded"
 	}
-	pgid := 0
-	if t, ok := StartTime(l.Pid); ok && t == l.StartTime && l.Pgid == l.Pid {
-		pgid = l.Pgid
-	}
 	tag := ""
 	if p := prefixOf(id); p != "" {
 		tag = "MEVEDEL_EXEC_TAG=" + p + "-" + id
 	}
-	var killed int
-	deadline := time.Now().Add(unkillableWait)
-	for time.Now().Before(deadline) {
-		left := members(pgid, tag, l.StartTime)
-		if len(left) == 0 {
-			break
+	proven := func() int {
+		if t, ok := StartTime(l.Pid); ok && t == l.StartTime && l.Pgid == l.Pid {
+			return l.Pgid
 		}
-		for _, p := range left {
-			if unix.Kill(p.pid, unix.SIGKILL) == nil {
-				killed++
+		return 0
+	}
+	_, pidUsed := StartTime(l.Pid)
+	stranger := pidUsed && proven() == 0
+	killed := map[int]bool{}
+	refused := map[int]bool{}
+	left := func() []procInfo {
+		var out []procInfo
+		for _, p := range members(proven(), tag, l.StartTime) {
+			if !refused[p.pid] {
+				out = append(out, p)
 			}
 		}
-		if pgid > 0 {
+		return out
+	}
+	for ps := left(); len(ps) > 0 && time.Now().Before(deadline); ps = left() {
+		if pgid := proven(); pgid > 0 {
+			// The leader is alive, so the group is still the one it leads.
 			_ = unix.Kill(-pgid, unix.SIGKILL)
+		}
+		for _, p := range ps {
+			switch err := unix.Kill(p.pid, unix.SIGKILL); err {
+			case nil, unix.ESRCH:
+				killed[p.pid] = true
+			default:
+				refused[p.pid] = true
+			}
 		}
 		// Nothing tells us when a signalled process is gone: we are not
 		// its parent. Look again shortly, within the deadline.
 		time.Sleep(probeMax)
 	}
-	switch {
-	case killed > 0:
-		return fmt.Sprintf("its %d leftover processes were killed", killed)
-	case pgid == 0:
-		if _, ok := StartTime(l.Pid); ok {
-			return fmt.Sprintf("pid %d now belongs to another process and was not signalled", l.Pid)
-		}
-		return "none of its processes was left"
-	default:
+	survivors := len(left()) + len(refused)
+	var parts []string
+	if n := len(killed); n > 0 {
+		parts = append(parts, fmt.Sprintf("its %d leftover processes were killed", n))
+	}
+	if survivors > 0 {
+		parts = append(parts, fmt.Sprintf("%d of its processes could not be killed", survivors))
+	}
+	if stranger {
+		parts = append(parts, fmt.Sprintf("pid %d now belongs to another process and was not signalled", l.Pid))
+	}
+	if len(parts) == 0 {
 		return "none of its processes was left"
 	}
+	return strings.Join(parts, "; ")
 }
 
 // prefixOf extracts the open's id prefix from exec-PREFIX-NNNNNN.

@@ -109,6 +109,9 @@ type Manager struct {
 	sessions  map[string]*Session // guarded by mu
 	down      bool                // guarded by mu; shutting down
 	connected bool                // guarded by mu; a client is attached
+	// opening holds the ids of sessions whose open is under way (recovery
+	// runs without mu); guarded by mu.
+	opening map[string]bool
 }
 
 // NewManager returns a manager that starts commands with runner.
@@ -166,26 +169,30 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 	}
 	stateDir = filepath.Clean(stateDir)
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.down {
+		m.mu.Unlock()
 		return SessionInfo{}, fault.New(fault.Unavailable, "the helper is shutting down")
 	}
-	if _, ok := m.sessions[id]; ok {
+	if _, ok := m.sessions[id]; ok || m.opening[id] {
+		m.mu.Unlock()
 		return SessionInfo{}, fault.New(fault.Conflict, "session %s is already open", id)
 	}
-	if err := makePrivateDir(stateDir); err != nil {
-		return SessionInfo{}, err
+	if m.opening == nil {
+		m.opening = map[string]bool{}
 	}
-	if err := makePrivateDir(filepath.Join(stateDir, "executions")); err != nil {
-		return SessionInfo{}, err
-	}
-	lock, err := lockStateDir(stateDir)
-	if err != nil {
-		return SessionInfo{}, err
-	}
-	journal, recovered, err := openJournal(stateDir)
-	if err != nil {
+	m.opening[id] = true
+	m.mu.Unlock()
+	// Recovery may have processes to kill: other sessions go on meanwhile.
+	lock, journal, recovered, err := prepareStateDir(stateDir)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.opening, id)
+	if err == nil && m.down {
+		_ = journal.Close()
 		_ = lock.Close()
+		err = fault.New(fault.Unavailable, "the helper is shutting down")
+	}
+	if err != nil {
 		return SessionInfo{}, err
 	}
 	life, endLife := context.WithCancel(context.Background())
@@ -216,6 +223,27 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 	s.Go(s.retirer)
 	s.Go(s.mail.run)
 	return SessionInfo{SessionID: id, StateDir: stateDir, IDPrefix: s.prefix, Recovered: recovered}, nil
+}
+
+// prepareStateDir makes the state directory, takes its lock, and opens
+// its journal, recovering what a previous helper left unsettled.
+func prepareStateDir(stateDir string) (*os.File, *transcript.Journal, []Facts, error) {
+	if err := makePrivateDir(stateDir); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := makePrivateDir(filepath.Join(stateDir, "executions")); err != nil {
+		return nil, nil, nil, err
+	}
+	lock, err := lockStateDir(stateDir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	journal, recovered, err := openJournal(stateDir)
+	if err != nil {
+		_ = lock.Close()
+		return nil, nil, nil, err
+	}
+	return lock, journal, recovered, nil
 }
 
 func makePrivateDir(dir string) error {

@@ -179,15 +179,16 @@ func (h *helper) stop() {
 	if strings.Contains(h.stderr.String(), "DATA RACE") || strings.Contains(h.stderr.String(), "panic") {
 		t.Errorf("helper stderr:\n%s", h.stderr.String())
 	}
-	if left := taggedProcesses(h.cmd.Process.Pid); len(left) > 0 {
+	if left := taggedProcesses(h.home); len(left) > 0 {
 		t.Errorf("processes left behind by the helper: %v", left)
 	}
 }
 
 // taggedProcesses lists live processes that carry an execution tag and
-// descend from (or were adopted by) helper pid; after the helper exited,
-// any live tagged process from this test run is a leak.
-func taggedProcesses(_ int) []string {
+// the private HOME of one test's helper; after that helper exited, any of
+// them is a leak. Scoped by HOME, so tests running elsewhere at the same
+// time do not count.
+func taggedProcesses(home string) []string {
 	var out []string
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
@@ -196,7 +197,8 @@ func taggedProcesses(_ int) []string {
 			continue
 		}
 		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !bytes.Contains(env, []byte("MEVEDEL_EXEC_TAG=")) || !bytes.Contains(env, []byte("MEVEDEL_E2E=1")) {
+		env = append([]byte{0}, env...) // every entry is then NUL-prefixed
+		if err != nil || !bytes.Contains(env, []byte("MEVEDEL_EXEC_TAG=")) || !bytes.Contains(env, []byte("\x00HOME="+home+"\x00")) {
 			continue
 		}
 		if st, ok := procState(pid); ok && st != 'Z' {

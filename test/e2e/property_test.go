@@ -54,17 +54,18 @@ func (w *watchedBuffer) String() string {
 
 // waitCount waits until s occurs at least n times, or the bound passes.
 func (w *watchedBuffer) waitCount(s string, n int, bound time.Duration) bool {
+	expired := false // guarded by w.mu; set by the timer, so no wakeup is missed
 	timer := time.AfterFunc(bound, func() {
 		w.mu.Lock()
+		expired = true
 		w.cond.Broadcast()
 		w.mu.Unlock()
 	})
 	defer timer.Stop()
-	deadline := time.Now().Add(bound)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for strings.Count(w.b.String(), s) < n {
-		if time.Now().After(deadline) {
+		if expired {
 			return false
 		}
 		w.cond.Wait()

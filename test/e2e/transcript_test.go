@@ -1,12 +1,12 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -135,10 +135,36 @@ func TestKilledHelperRunsAreLostAndReclaimed(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	h1 := startHelper(t)
 	s1 := h1.openAt(dir, nil)
-	o := s1.mustStart("echo pid $$; sleep 1000 | sleep 1001", map[string]any{"yieldMs": 0, "label": "Long build"})
+	// Both sides of the pipe print their pid once they exist.
+	o := s1.mustStart(`(echo "pid $BASHPID"; exec sleep 1000) | (read x; echo "$x"; echo "pid $BASHPID"; exec sleep 1001)`,
+		map[string]any{"yieldMs": 0, "label": "Long build"})
 	id := o.Facts.ExecutionID
+	out := o.Output
+	for len(pidsIn(out)) < 2 {
+		out = s1.observeUntil(obs{Facts: o.Facts, Output: out}, "pid")
+		if len(pidsIn(out)) < 2 {
+			out += s1.mustObserve(id, map[string]any{"waitMs": 1000}).Output
+		}
+	}
 	f := h1.waitState(id, execution.Running)
-	pids := append([]int{f.Pid}, descendants(f.Pid)...)
+	pids := append([]int{f.Pid}, pidsIn(out)...)
+	// A monitor's own execution, and one queued behind a foreground
+	// command holding the exclusive lane.
+	mon := s1.monitorStart(map[string]any{"command": "echo tick; sleep 1000", "label": "ticker", "persistent": true})
+	mf := h1.waitState(mon.ExecutionID, execution.Running)
+	pids = append(pids, mf.Pid)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	if _, err := h1.conn.DispatchCall(ctx, "exec/start", map[string]any{"sessionId": s1.id, "command": "sleep 1000", "lane": "exclusive",
+		"cwd": h1.home, "env": map[string]string{"MEVEDEL_E2E": "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	holder := h1.waitCommandState("sleep 1000", execution.Running)
+	pids = append(pids, holder.Pid)
+	queued := s1.mustStart("echo never", map[string]any{"lane": "exclusive", "yieldMs": 0, "label": "Waits its turn"})
+	if queued.Facts.State != execution.Queued {
+		t.Fatalf("not queued: %+v", queued.Facts)
+	}
 	s1.checkpoint()
 	_ = h1.cmd.Process.Kill()
 	<-h1.exited
@@ -154,13 +180,22 @@ func TestKilledHelperRunsAreLostAndReclaimed(t *testing.T) {
 	if info.IDPrefix == s1.prefix || info.IDPrefix == "" {
 		t.Fatalf("prefix %q reused (was %q)", info.IDPrefix, s1.prefix)
 	}
-	if len(info.Recovered) != 1 {
-		t.Fatalf("recovered %+v", info.Recovered)
+	byID := map[string]execution.Facts{}
+	for _, r := range info.Recovered {
+		byID[r.ExecutionID] = r
+		if r.Termination != execution.Lost || r.Outcome != execution.Failure || r.Status != execution.StatusLost ||
+			r.ExitCode != nil || r.State != execution.Settled {
+			t.Errorf("recovered facts %+v", r)
+		}
 	}
-	r := info.Recovered[0]
-	if r.ExecutionID != id || r.Termination != execution.Lost || r.Outcome != execution.Failure ||
-		r.Status != execution.StatusLost || r.ExitCode != nil || !strings.Contains(r.Reason, "killed") {
-		t.Fatalf("recovered facts %+v", r)
+	if len(byID) != 4 {
+		t.Fatalf("recovered %d executions, want 4: %+v", len(byID), info.Recovered)
+	}
+	if r := byID[id]; !strings.Contains(r.Reason, "killed") || r.OutputBytes != int64(len(out)) || r.OutputLines != 2 {
+		t.Errorf("long build: reason %q, %d bytes in %d lines (printed %q)", r.Reason, r.OutputBytes, r.OutputLines, out)
+	}
+	if r := byID[queued.Facts.ExecutionID]; !strings.Contains(r.Reason, "before it started") {
+		t.Errorf("queued one: %q", r.Reason)
 	}
 	for _, p := range pids {
 		if alive(p) {
@@ -175,6 +210,15 @@ func TestKilledHelperRunsAreLostAndReclaimed(t *testing.T) {
 	bc := ofExecution(recs, id, transcript.TypeBreadcrumb)
 	if len(bc) != 1 || bc[0].Status != "lost" || !strings.HasPrefix(bc[0].Text, `● Background command "Long build" lost`) {
 		t.Fatalf("breadcrumb %+v", bc)
+	}
+	if bc := ofExecution(recs, queued.Facts.ExecutionID, transcript.TypeBreadcrumb); len(bc) != 1 {
+		t.Errorf("queued yielded one: breadcrumbs %+v", bc)
+	}
+	// Neither a monitor's own execution nor a foreground one gets one.
+	for _, other := range []string{mon.ExecutionID, holder.ExecutionID} {
+		if bc := ofExecution(recs, other, transcript.TypeBreadcrumb); len(bc) != 0 {
+			t.Errorf("%s: breadcrumbs %+v", other, bc)
+		}
 	}
 	// A second open finds nothing left to recover.
 	h2.mustCall("session/close", map[string]any{"sessionId": "again"}, nil)
@@ -194,22 +238,6 @@ func TestKilledHelperRunsAreLostAndReclaimed(t *testing.T) {
 	if !slices.Equal(kept, []string{transcript.TypeLost, transcript.TypeBreadcrumb}) {
 		t.Fatalf("after compaction: %v", kept)
 	}
-}
-
-// descendants lists the live children of pid, recursively, from /proc.
-func descendants(pid int) []int {
-	var out []int
-	b, err := os.ReadFile("/proc/" + itoa(pid) + "/task/" + itoa(pid) + "/children")
-	if err != nil {
-		return nil
-	}
-	for _, f := range strings.Fields(string(b)) {
-		if c, err := strconv.Atoi(f); err == nil {
-			out = append(out, c)
-			out = append(out, descendants(c)...)
-		}
-	}
-	return out
 }
 
 // A journal row whose leader pid now belongs to an unrelated process (its
