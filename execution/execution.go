@@ -54,6 +54,7 @@ type Execution struct {
 	done      chan struct{}           // closed once, at settlement
 	retired   chan struct{}           // closed once, when dropped from the registry
 	monitor   *Monitor                // immutable; set for a monitor's own execution
+	remote    *remoteExec             // immutable; set for a command on an SSH host
 	// delivered is closed once no delivery of the result is pending: none
 	// was made, or it was durably acknowledged or discarded.
 	delivered     chan struct{}
@@ -134,16 +135,18 @@ func (e *Execution) run() {
 		e.settle(nil, e.causeOf(), "")
 		return
 	}
-	env := e.s.env.Get(e.ctx)
+	env := e.loginEnv()
 	if e.ctx.Err() != nil {
 		e.settle(nil, e.causeOf(), "")
 		return
 	}
 	spec := e.spec
 	spec.Env = mergeEnv(env, Defaults, spec.Env)
-	proc, err := e.s.runner.Start(spec)
+	proc, err := e.runner().Start(spec)
 	if err != nil {
-		e.settle(nil, &stopCause{term: SpawnFailed, reason: err.Error()}, "")
+		cause := &stopCause{term: SpawnFailed, reason: err.Error()}
+		errors.As(err, &cause) // a stop that came during a remote start wins
+		e.settle(nil, cause, "")
 		return
 	}
 
@@ -259,6 +262,7 @@ probe:
 	_ = proc.CloseOutput()
 	close(quiet)
 	aux.Wait()
+	e.beforeSettle()
 	e.settle(&exit, cause, "")
 }
 
@@ -358,6 +362,9 @@ func (e *Execution) settle(exit *Exit, cause *stopCause, reason string) {
 	e.mu.Lock()
 	f := &e.facts
 	switch {
+	case exit != nil && exit.Lost != "":
+		// The end cannot be proven, whatever else happened.
+		f.Termination, f.Reason = Unknown, exit.Lost
 	case cause != nil:
 		f.Termination, f.Reason = cause.term, cause.reason
 	case e.sp.Limited():
@@ -370,7 +377,7 @@ func (e *Execution) settle(exit *Exit, cause *stopCause, reason string) {
 	default:
 		f.Termination = Exited
 	}
-	if exit != nil {
+	if exit != nil && exit.Lost == "" {
 		if exit.Signaled {
 			f.Signal = unix.SignalName(exit.Signal)
 			if f.Signal == "" {

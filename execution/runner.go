@@ -26,6 +26,9 @@ type Exit struct {
 	Signal syscall.Signal // valid when Signaled
 	// Signaled is true when a signal ended the process.
 	Signaled bool
+	// Lost says why no exit status could be had (a remote command whose
+	// transport was lost); then Code and Signal mean nothing.
+	Lost string
 }
 
 // Process is one started command: the shell, its process group and any

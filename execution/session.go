@@ -112,6 +112,8 @@ type Manager struct {
 	// opening holds the ids of sessions whose open is under way (recovery
 	// runs without mu); guarded by mu.
 	opening map[string]bool
+
+	remote remoteHosts // SSH connections, for the helper's life
 }
 
 // NewManager returns a manager that starts commands with runner.
@@ -388,6 +390,8 @@ type Session struct {
 
 	mail *mailbox  // immutable
 	att  attention // wake marks
+
+	remoteDir string // set once at open; see artifactDir
 }
 
 // Discarded returns how many pending deliveries the close dropped.
@@ -422,6 +426,8 @@ type StartParams struct {
 	Env       map[string]string
 	Label     string
 	ToolUseID string
+
+	remote *remoteExec // set by StartAndAwait for a TRAMP cwd
 }
 
 // Start registers and queues an execution in arrival order; the command
@@ -444,6 +450,10 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 	}
 	if !filepath.IsAbs(cwd) {
 		return nil, fault.New(fault.InvalidParams, "cwd must be an absolute path, got %q", p.Cwd)
+	}
+	target, err := p.target(cwd)
+	if err != nil {
+		return nil, err
 	}
 	an := analyze.Command(p.Command)
 	if an.Class == analyze.Refused {
@@ -494,6 +504,7 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 	e := &Execution{
 		s:         s,
 		id:        id,
+		remote:    p.remote,
 		spec:      Spec{Command: p.Command, Dir: cwd, Env: env, TTY: p.TTY, Tag: "MEVEDEL_EXEC_TAG=" + s.prefix + "-" + id},
 		sp:        sp,
 		grace:     time.Duration(s.limits.GraceMs) * time.Millisecond,
@@ -513,7 +524,7 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 			Label:         p.Label,
 			ToolUseID:     p.ToolUseID,
 			Cwd:           cwd,
-			Target:        "local",
+			Target:        target,
 			State:         Queued,
 			Lane:          lane,
 			TTY:           p.TTY,

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/kevinburke/ssh_config"
@@ -64,8 +65,56 @@ func (p *Pool) Resolve(t Target) (Target, error) {
 	return r.Target, err
 }
 
+// resolve applies the configuration to t. Parsing the two files costs
+// most of a millisecond and every operation resolves its target, so the
+// result is kept per target until either file changes.
 func (p *Pool) resolve(t Target) (resolved, error) {
-	userCfg, err := readSSHConfig(filepath.Join(p.cfg.Home, ".ssh", "config"))
+	userFile := filepath.Join(p.cfg.Home, ".ssh", "config")
+	sig := fileSignature(userFile) + fileSignature(systemConfig)
+	key := t
+	key.Path = ""
+	p.resolvedMu.Lock()
+	if c, ok := p.resolved[key]; ok && c.sig == sig {
+		p.resolvedMu.Unlock()
+		r := c.r
+		r.Path = t.Path
+		return r, nil
+	}
+	p.resolvedMu.Unlock()
+	r, err := p.resolveFiles(t, userFile)
+	if err != nil {
+		return resolved{}, err
+	}
+	p.resolvedMu.Lock()
+	if p.resolved == nil || len(p.resolved) > 1000 {
+		p.resolved = map[Target]resolvedEntry{}
+	}
+	p.resolved[key] = resolvedEntry{r: r, sig: sig}
+	p.resolvedMu.Unlock()
+	return r, nil
+}
+
+// resolvedEntry is a resolution and the configuration it was made from.
+type resolvedEntry struct {
+	r   resolved
+	sig string
+}
+
+// fileSignature identifies a file's version well enough to notice an edit.
+func fileSignature(path string) string {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "-;"
+	}
+	var ino uint64
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		ino = st.Ino
+	}
+	return fmt.Sprintf("%d:%d:%d;", ino, fi.Size(), fi.ModTime().UnixNano())
+}
+
+func (p *Pool) resolveFiles(t Target, userFile string) (resolved, error) {
+	userCfg, err := readSSHConfig(userFile)
 	if err != nil {
 		return resolved{}, err
 	}

@@ -8,7 +8,10 @@
 // own; a wrapper reports the group leader's pid and start time before the
 // command's first byte, and that identity is checked on the host before
 // any signal is sent. Probes and signals go through one control shell per
-// connection, so they cost a round trip rather than a login. Hosts must be
+// connection, so they cost a round trip rather than a login; the probe
+// that proves a command's end is made there as its leader exits. A
+// pipe-mode command usually starts on a standby, a wrapper started ahead
+// of time on its connection (standby.go). Hosts must be
 // Linux (the identity comes from /proc) with bash, and the remote user's
 // login shell must take POSIX quoting.
 //

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
@@ -25,7 +26,15 @@ type Group struct {
 	id     Identity // immutable once Start has read it
 
 	mu    sync.Mutex
-	final Liveness // guarded by mu; Dead, or Ambiguous after pid reuse: verdicts that cannot change
+	final Liveness   // guarded by mu; Dead, or Ambiguous after pid reuse: verdicts that cannot change
+	await *awaitCall // guarded by mu; the await in flight, if any
+}
+
+// awaitCall is one await request: the host watches the leader and probes
+// the group the moment it is gone.
+type awaitCall struct {
+	done chan struct{} // closed once the answer (or failure) is in
+	v    verdict       // set before done is closed; state 0 when pending
 }
 
 // Group returns the group with identity id on t.
@@ -47,13 +56,53 @@ type verdict struct {
 }
 
 // Probe reports whether any member of the group, or tagged process that
-// left it, is alive (zombies do not count), in one round trip.
+// left it, is alive (zombies do not count), in one round trip. While an
+// await is in flight it waits for that instead: its answer is the same
+// probe, made as soon as the leader was gone.
 func (g *Group) Probe(ctx context.Context) (Liveness, error) {
 	if l := g.settled(); l != 0 {
 		return l, nil
 	}
+	g.mu.Lock()
+	a := g.await
+	g.mu.Unlock()
+	if a != nil {
+		select {
+		case <-a.done:
+		case <-ctx.Done():
+			return 0, context.Cause(ctx)
+		}
+		if l := g.settled(); l != 0 {
+			return l, nil
+		}
+	}
 	v, err := g.control(ctx, actProbe, "0")
 	return v.state, err
+}
+
+// Await limits: a leader still there after awaitPolls polls of about a
+// millisecond each is left to the probe after its exit.
+const awaitPolls = 200
+
+// startAwait asks the host to watch the leader while the command runs and
+// to probe the group as soon as the leader is gone, so the verdict that
+// settlement needs is made while the exit status is still on its way. A
+// command that runs longer, or a control request that comes meanwhile,
+// ends the watch early; then the probe after the exit does the work.
+func (g *Group) startAwait() {
+	a := &awaitCall{done: make(chan struct{})}
+	g.mu.Lock()
+	g.await = a
+	g.mu.Unlock()
+	started := g.pool.spawn(func() {
+		defer close(a.done)
+		ctx, cancel := context.WithTimeout(g.pool.life, g.pool.cfg.DialTimeout+10*time.Second)
+		defer cancel()
+		a.v, _ = g.control(ctx, actAwait, "0")
+	})
+	if !started {
+		close(a.done)
+	}
 }
 
 // Signal sends sig to the group (and tagged escapees) after the same remote
@@ -117,6 +166,8 @@ func (g *Group) control(ctx context.Context, act, sig string) (verdict, error) {
 	}
 	v := verdict{leader: f[1]}
 	switch f[0] {
+	case "pending": // an await ended before the leader did
+		return v, nil
 	case "live":
 		v.state = Live
 	case "dead":
@@ -137,11 +188,28 @@ func (g *Group) control(ctx context.Context, act, sig string) (verdict, error) {
 }
 
 // controller is the connection's control shell (controllerCommand).
+// Requests are pipelined: each is written as it comes, and the shell
+// answers them one after another, in order.
 type controller struct {
-	mu      sync.Mutex    // held for a whole request: one at a time
-	ch      ssh.Channel   // guarded by mu; nil until started, and after a failure
-	br      *bufio.Reader // guarded by mu
-	running atomic.Bool   // ch != nil, readable without waiting for a request
+	mu      sync.Mutex  // serialises starting the shell and writing requests
+	run     *ctlRun     // guarded by mu; the running shell, nil until started
+	running atomic.Bool // a shell runs, readable without taking mu
+}
+
+// ctlRun is one control shell and the requests it has yet to answer.
+type ctlRun struct {
+	ch ssh.Channel
+
+	mu      sync.Mutex
+	pending []*ctlWait // guarded by mu; in request order
+	err     error      // guarded by mu; set once the shell is gone
+}
+
+// ctlWait is one request waiting for its answer.
+type ctlWait struct {
+	done chan struct{} // closed once line or err is set
+	line string
+	err  error
 }
 
 func (c *conn) hasController() bool { return c.ctl.running.Load() }
@@ -152,56 +220,113 @@ type notSent struct{ err error }
 func (e notSent) Error() string { return e.err.Error() }
 func (e notSent) Unwrap() error { return e.err }
 
-// control sends one request line to the connection's controller, starting
-// it first if needed, and returns the answer line. A failure or a cancel
-// mid-request discards the controller; the next request starts another.
+// control sends one request to the connection's controller, starting it
+// first if needed, and returns the answer line. A request whose caller
+// gives up while the shell works on it (it is first in line: the shell is
+// stuck on it) discards the shell, and the requests behind it, which the
+// shell never read, are not sent; the next request starts another shell.
 func (c *conn) control(ctx context.Context, req string) (string, error) {
 	c.ctl.mu.Lock()
-	defer c.ctl.mu.Unlock()
-	if c.ctl.ch == nil {
-		if err := c.startController(ctx); err != nil {
+	run := c.ctl.run
+	if run == nil || run.failed() {
+		var err error
+		if run, err = c.startController(ctx); err != nil {
+			c.ctl.mu.Unlock()
 			if c.isDead() {
 				err = notSent{err}
 			}
 			return "", err
 		}
 	}
-	ch := c.ctl.ch
-	stop := context.AfterFunc(ctx, func() { ch.Close() })
-	_, err := io.WriteString(ch, req)
-	var line string
+	w := &ctlWait{done: make(chan struct{})}
+	run.mu.Lock()
+	run.pending = append(run.pending, w)
+	run.mu.Unlock()
+	_, err := io.WriteString(run.ch, req)
+	c.ctl.mu.Unlock()
 	if err != nil {
-		err = notSent{err}
-	} else {
-		line, err = c.ctl.br.ReadString('\n')
+		run.fail(err)
 	}
-	if !stop() {
-		err = context.Cause(ctx)
+	select {
+	case <-w.done:
+		return w.line, w.err
+	case <-ctx.Done():
+		run.mu.Lock()
+		head := len(run.pending) > 0 && run.pending[0] == w
+		run.mu.Unlock()
+		// An await is slow by design; any request ends it.
+		if head && !strings.HasPrefix(req[4:], actAwait+" ") {
+			run.ch.Close() // the reader fails what is left
+		}
+		return "", context.Cause(ctx)
 	}
-	if err != nil {
-		ch.Close()
-		c.ctl.ch, c.ctl.br = nil, nil
-		c.ctl.running.Store(false)
-		return "", err
-	}
-	return line, nil
 }
 
-func (c *conn) startController(ctx context.Context) error {
+func (r *ctlRun) failed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err != nil
+}
+
+// fail ends the shell: the request it was answering gets err, those
+// behind it, never read, a notSent.
+func (r *ctlRun) fail(err error) {
+	r.mu.Lock()
+	if r.err == nil {
+		r.err = err
+	}
+	ws := r.pending
+	r.pending = nil
+	r.mu.Unlock()
+	r.ch.Close()
+	for i, w := range ws {
+		w.err = err
+		if i > 0 {
+			w.err = notSent{err}
+		}
+		close(w.done)
+	}
+}
+
+// read hands each answer line to the request first in line.
+func (r *ctlRun) read(br *bufio.Reader) {
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			r.fail(err)
+			return
+		}
+		r.mu.Lock()
+		if len(r.pending) == 0 {
+			r.mu.Unlock()
+			r.fail(fmt.Errorf("unexpected control answer %q", line))
+			return
+		}
+		w := r.pending[0]
+		r.pending = r.pending[1:]
+		r.mu.Unlock()
+		w.line = line
+		close(w.done)
+	}
+}
+
+// startController starts a control shell, with c.ctl.mu held.
+func (c *conn) startController(ctx context.Context) (*ctlRun, error) {
+	c.ctl.running.Store(false)
 	ch, reqs, err := c.openSession()
 	if err != nil {
 		var oce *ssh.OpenChannelError
 		if !errors.As(err, &oce) {
 			c.kill(err) // the transport failed under us
 		}
-		return err
+		return nil, err
 	}
 	if !c.pool.spawn(func() {
 		ssh.DiscardRequests(reqs)
 		c.closed()
 	}) || !c.pool.spawn(func() { _, _ = io.Copy(io.Discard, ch.Stderr()) }) {
 		ch.Close()
-		return errClosed
+		return nil, errClosed
 	}
 	stop := context.AfterFunc(ctx, func() { ch.Close() })
 	defer stop()
@@ -216,13 +341,18 @@ func (c *conn) startController(ctx context.Context) error {
 	if err != nil {
 		ch.Close()
 		if ctx.Err() != nil {
-			return context.Cause(ctx)
+			return nil, context.Cause(ctx)
 		}
-		return fmt.Errorf("starting the control shell: %w", err)
+		return nil, fmt.Errorf("starting the control shell: %w", err)
 	}
-	c.ctl.ch, c.ctl.br = ch, br
+	run := &ctlRun{ch: ch}
+	if !c.pool.spawn(func() { run.read(br) }) {
+		ch.Close()
+		return nil, errClosed
+	}
+	c.ctl.run = run
 	c.ctl.running.Store(true)
-	return nil
+	return run, nil
 }
 
 // skipTo reads past the first occurrence of s (what the login shell prints

@@ -33,6 +33,9 @@ type Pool struct {
 	mu     sync.Mutex
 	hosts  map[string]*hostConns // guarded by mu
 	closed bool                  // guarded by mu
+
+	resolvedMu sync.Mutex
+	resolved   map[Target]resolvedEntry // guarded by resolvedMu; by target without Path
 }
 
 // hostConns are the connections to one (user, host, port).
@@ -64,6 +67,9 @@ type conn struct {
 	sftp  *sftp.Client // guarded by mu; created on first Publish
 	home  string       // guarded by mu; the remote home, as sftp found it
 	env   *envCall     // guarded by mu; the login environment, captured once
+	sb    *standby     // guarded by mu; a wrapper waiting for the next command
+	// sbPending is set while a standby is being started; guarded by mu.
+	sbPending bool
 
 	ctl controller // the control shell for probes and signals
 }
@@ -180,6 +186,21 @@ func (h *hostConns) usable() []*conn {
 		}
 	}
 	return out
+}
+
+// Connect makes sure t can be reached: it returns t resolved through
+// ~/.ssh/config once a pooled connection to it is up (dialled now if there
+// is none), or the reason there is none (ErrUnavailable for a dial,
+// handshake, authentication or host key failure).
+func (p *Pool) Connect(ctx context.Context, t Target) (Target, error) {
+	r, err := p.resolve(t)
+	if err != nil {
+		return Target{}, unavailable(err)
+	}
+	if _, err := p.anyConn(ctx, r); err != nil {
+		return Target{}, err
+	}
+	return r.Target, nil
 }
 
 // anyConn returns a live connection, dialling one if none is left.

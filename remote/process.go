@@ -27,8 +27,11 @@ type Spec struct {
 	// gives, less SSH_CLIENT and SSH2_CLIENT (with them bash would read
 	// ~/.bashrc for every command).
 	Env []string
-	TTY bool   // a pty for the command; input stays writable
-	Tag string // KEY=value set in the environment to trace descendants
+	// Overlay sets Env on top of sshd's environment instead of replacing
+	// it: the fallback when no login environment could be captured.
+	Overlay bool
+	TTY     bool   // a pty for the command; input stays writable
+	Tag     string // KEY=value set in the environment to trace descendants
 }
 
 // Exit is how a remote command ended.
@@ -94,7 +97,9 @@ type Process struct {
 
 // Start runs spec on t. It returns once the command has started (its
 // identity line arrived); ctx bounds the connection and the start, not the
-// command.
+// command. A command in pipe mode goes to the connection's standby when
+// it has one (a wrapper already started, waiting for its command), and
+// leaves another standby behind for the next one.
 func (p *Pool) Start(ctx context.Context, t Target, spec Spec) (*Process, error) {
 	if spec.Tag != "" && (!strings.Contains(spec.Tag, "=") || strings.ContainsAny(spec.Tag, " \t\r\n")) {
 		return nil, fmt.Errorf("remote: tag %q must be KEY=value without blanks", spec.Tag)
@@ -103,24 +108,49 @@ func (p *Pool) Start(ctx context.Context, t Target, spec Spec) (*Process, error)
 	if err != nil {
 		return nil, err
 	}
+	if !spec.TTY {
+		if proc, err, ok := p.startOnStandby(ctx, r, spec); ok {
+			return proc, err
+		}
+	}
 	c, ch, reqs, err := p.channel(ctx, r)
 	if err != nil {
 		return nil, err
 	}
+	proc, err := p.launch(c, ch, reqs, r, spec.TTY, envValue(spec.Env, "TERM"), wrapperCommand(spec))
+	if err != nil {
+		return nil, err
+	}
+	if !spec.TTY {
+		_ = ch.CloseWrite() // stdin at EOF from the start
+	}
+	proc.grp.id = Identity{Tag: spec.Tag, TTY: spec.TTY}
+	if err := p.awaitIdentity(ctx, proc, false); err != nil {
+		return nil, err
+	}
+	if !spec.TTY {
+		proc.standbyAfter(r, spec)
+	}
+	return proc, nil
+}
+
+// launch sends command as the exec request of a session channel just
+// opened on c, after a pty request if tty.
+func (p *Pool) launch(c *conn, ch ssh.Channel, reqs <-chan *ssh.Request, r resolved, tty bool, term, command string) (*Process, error) {
 	proc := &Process{conn: c, ch: ch, exited: make(chan struct{})}
-	proc.grp = &Group{pool: p, target: r, id: Identity{Tag: spec.Tag, TTY: spec.TTY}}
+	proc.grp = &Group{pool: p, target: r}
 	if !p.spawn(func() { proc.serveRequests(reqs) }) ||
 		!p.spawn(func() { _, _ = io.Copy(&proc.stderr, ch.Stderr()) }) {
 		ch.Close()
 		return nil, errClosed
 	}
-	if spec.TTY {
-		if err := requestPty(ch, envValue(spec.Env, "TERM")); err != nil {
+	if tty {
+		if err := requestPty(ch, term); err != nil {
 			ch.Close()
 			return nil, fmt.Errorf("remote: %s: %w", r.Target, err)
 		}
 	}
-	ok, err := ch.SendRequest("exec", true, ssh.Marshal(struct{ Command string }{wrapperCommand(spec)}))
+	ok, err := ch.SendRequest("exec", true, ssh.Marshal(struct{ Command string }{command}))
 	if err != nil || !ok {
 		ch.Close()
 		if err == nil {
@@ -128,11 +158,19 @@ func (p *Pool) Start(ctx context.Context, t Target, spec Spec) (*Process, error)
 		}
 		return nil, fmt.Errorf("remote: %s: %w", r.Target, err)
 	}
-	if !spec.TTY {
-		_ = ch.CloseWrite() // stdin at EOF from the start
-	}
-
 	proc.out = bufio.NewReaderSize(ch, 64<<10)
+	return proc, nil
+}
+
+// errNoIdentity is a wrapper that ended before its identity line without
+// saying why: a standby lost before it was used.
+var errNoIdentity = errors.New("remote: the wrapper ended before its identity line")
+
+// awaitIdentity waits for the wrapper's identity line; then the command
+// runs, and its output flows to Output. On a standby, a wrapper that ended
+// without a word is errNoIdentity: its command never started.
+func (p *Pool) awaitIdentity(ctx context.Context, proc *Process, standby bool) error {
+	r, ch := proc.grp.target, proc.ch
 	got := make(chan identityLine, 1)
 	go func() { got <- readIdentity(proc.out) }()
 	var line identityLine
@@ -160,12 +198,16 @@ func (p *Pool) Start(ctx context.Context, t Target, spec Spec) (*Process, error)
 		if !p.spawn(cleanup) {
 			ch.Close()
 		}
-		return nil, context.Cause(ctx)
+		return context.Cause(ctx)
 	}
 	if line.err != nil {
+		if standby && line.failure == "" {
+			ch.Close()
+			return errNoIdentity
+		}
 		err := proc.startError(r, line)
 		ch.Close()
-		return nil, err
+		return err
 	}
 	proc.grp.id.Pid, proc.grp.id.Pgid, proc.grp.id.Start = line.pid, line.pgid, line.start
 	// A read of an SSH channel cannot be interrupted; a pipe in between
@@ -181,9 +223,10 @@ func (p *Pool) Start(ctx context.Context, t Target, spec Spec) (*Process, error)
 	})
 	if !started {
 		ch.Close()
-		return nil, errClosed
+		return errClosed
 	}
-	return proc, nil
+	proc.grp.startAwait()
+	return nil
 }
 
 // startError explains a wrapper that ended without starting the command.

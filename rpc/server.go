@@ -123,6 +123,7 @@ func (s *Server) serveConn(r io.Reader, w io.Writer, reattached bool) {
 // finish shuts everything down and waits for it.
 func (s *Server) finish() {
 	s.beginShutdown()()
+	s.mgr.CloseRemote()
 	s.wg.Wait()
 	s.fwd.close()
 }
@@ -358,7 +359,17 @@ func (s *Server) sessionOpen(req *jsonrpc2.Request, r *reply) {
 		r.fail(err)
 		return
 	}
-	r.answer(s.mgr.Open(p.SessionID, p.StateDir, p.Limits))
+	if err := execution.CheckRemoteArtifactDir(p.RemoteArtifactDir); err != nil {
+		r.fail(err)
+		return
+	}
+	info, err := s.mgr.Open(p.SessionID, p.StateDir, p.Limits)
+	if err == nil {
+		if sess, serr := s.mgr.Session(p.SessionID); serr == nil {
+			sess.SetRemoteArtifactDir(p.RemoteArtifactDir)
+		}
+	}
+	r.answer(info, err)
 }
 
 func (s *Server) sessionClose(req *jsonrpc2.Request, r *reply) {
@@ -418,14 +429,9 @@ func (s *Server) execStart(req *jsonrpc2.Request, r *reply) {
 		}
 	}
 	ctx := s.cancellable(req.ID)
-	e, err := sess.Start(c, execution.StartParams{
+	sess.StartAndAwait(ctx, c, execution.StartParams{
 		Command: p.Command, Cwd: p.Cwd, TTY: p.TTY, Lane: p.Lane, Env: p.Env, Label: p.Label, ToolUseID: p.ToolUseID,
-	})
-	if err != nil {
-		r.fail(err)
-		return
-	}
-	sess.AwaitStart(ctx, e, yield, p.MaxOutputChars, r.observation)
+	}, yield, p.MaxOutputChars, func(o execution.Observation, err error) { r.answer(o, err) })
 }
 
 func (s *Server) execObserve(req *jsonrpc2.Request, r *reply) {

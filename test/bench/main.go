@@ -57,7 +57,9 @@ BENCH is one of:
   spool   spool throughput, helper RSS and exec/start latency
   logs    spool/grep against rg -z and zgrep, retirement against gzip -1,
           tail reads of a retired log
-  all     every benchmark: spool, then logs
+  remote  exec/start on an SSH host (pooled) against ssh and a ControlMaster,
+          remote output into the spool (remote.go)
+  all     every benchmark: spool, then logs, then remote
 `
 
 const (
@@ -83,7 +85,7 @@ const (
 )
 
 func main() {
-	if len(os.Args) != 2 || !slices.Contains([]string{"spool", "logs", "all"}, os.Args[1]) {
+	if len(os.Args) != 2 || !slices.Contains([]string{"spool", "logs", "remote", "all"}, os.Args[1]) {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
@@ -141,6 +143,9 @@ func run(ctx context.Context, which string) error {
 	}
 	if which == "logs" || which == "all" {
 		steps = append(steps, b.logs)
+	}
+	if which == "remote" || which == "all" {
+		steps = append(steps, b.remote)
 	}
 	var rows []row
 	for _, step := range steps {

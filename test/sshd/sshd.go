@@ -46,49 +46,61 @@ type Server struct {
 	stderr   *lockedBuffer
 }
 
-// Start starts sshd and registers its teardown with t.Cleanup.
+// Start starts sshd in a temporary directory of t and registers its
+// teardown with t.Cleanup.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	s, err := Launch(t.TempDir())
+	if err != nil {
+		t.Fatalf("sshd: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Launch starts sshd with its keys, configuration and the client's HOME
+// in dir, which must exist and stay until Stop; a program (the
+// benchmark) uses it where a test uses Start. The caller must Stop it.
+func Launch(dir string) (*Server, error) {
 	if _, err := os.Stat(Binary); err != nil {
-		t.Fatalf("sshd: %s not found (%v): run scripts/setup.sh", Binary, err)
+		return nil, fmt.Errorf("%s not found (%v): run scripts/setup.sh", Binary, err)
 	}
 	keygen, err := exec.LookPath("ssh-keygen")
 	if err != nil {
-		t.Fatalf("sshd: ssh-keygen not found (%v): run scripts/setup.sh", err)
+		return nil, fmt.Errorf("ssh-keygen not found (%v): run scripts/setup.sh", err)
 	}
 	// sshd refuses to run without its privilege separation directory.
 	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
-		t.Fatalf("sshd: creating /run/sshd: %v", err)
+		return nil, fmt.Errorf("creating /run/sshd: %w", err)
 	}
 	u, err := user.Current()
 	if err != nil {
-		t.Fatalf("sshd: current user: %v", err)
+		return nil, fmt.Errorf("current user: %w", err)
 	}
-	dir := t.TempDir()
 	s := &Server{User: u.Username, dir: dir, Home: filepath.Join(dir, "home")}
 	hostKey := filepath.Join(dir, "ssh_host_ed25519_key")
 	s.ClientKey = filepath.Join(dir, "client_ed25519")
 	for _, k := range []string{hostKey, s.ClientKey} {
 		if out, err := exec.Command(keygen, "-q", "-t", "ed25519", "-N", "", "-C", "mevedel-exec-test", "-f", k).CombinedOutput(); err != nil {
-			t.Fatalf("sshd: ssh-keygen: %v: %s", err, out)
+			return nil, fmt.Errorf("ssh-keygen: %v: %s", err, out)
 		}
 	}
 	pubHost, err := os.ReadFile(hostKey + ".pub")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	s.HostKey, _, _, _, err = ssh.ParseAuthorizedKey(pubHost)
 	if err != nil {
-		t.Fatalf("sshd: parsing the host key: %v", err)
+		return nil, fmt.Errorf("parsing the host key: %w", err)
 	}
 	s.HostKeyFingerprint = ssh.FingerprintSHA256(s.HostKey)
 	pubClient, err := os.ReadFile(s.ClientKey + ".pub")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	authorized := filepath.Join(dir, "authorized_keys")
 	if err := os.WriteFile(authorized, pubClient, 0o600); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 
 	// A free port can be taken between the probe and sshd's bind: retry.
@@ -96,20 +108,20 @@ func Start(t testing.TB) *Server {
 	for attempt := 0; attempt < 5; attempt++ {
 		port, err := freePort()
 		if err != nil {
-			t.Fatalf("sshd: finding a free port: %v", err)
+			return nil, fmt.Errorf("finding a free port: %w", err)
 		}
 		if lastErr = s.start(port, hostKey, authorized); lastErr == nil {
 			break
 		}
 	}
 	if lastErr != nil {
-		t.Fatalf("sshd: %v", lastErr)
+		return nil, lastErr
 	}
-	t.Cleanup(s.Stop)
 	if err := s.writeClientHome(); err != nil {
-		t.Fatalf("sshd: client home: %v", err)
+		s.Stop()
+		return nil, fmt.Errorf("client home: %w", err)
 	}
-	return s
+	return s, nil
 }
 
 func freePort() (int, error) {

@@ -1,0 +1,366 @@
+package execution
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/url"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/mevedel/mevedel-exec/internal/fault"
+	"github.com/mevedel/mevedel-exec/remote"
+)
+
+// A cwd written as a TRAMP name (/ssh:user@host#port:/path) runs the
+// command on that host through package remote, with the local
+// execution's machinery around it: the same spool, yield, poll, input,
+// stop and settlement. What differs lives here: the connection is made
+// before the execution is registered (so an unreachable host answers the
+// start request with unavailable instead of leaving an execution
+// behind), the environment comes from the host's login shell, a
+// transport lost before an exit status arrived ends the execution as
+// unknown, and a yielded execution's output is published to the host.
+
+// remoteHosts is the helper's side of SSH: one pool for its life, made on
+// first use, with the helper's own HOME (~/.ssh) and agent.
+type remoteHosts struct {
+	mu     sync.Mutex
+	pool   *remote.Pool // guarded by mu
+	closed bool         // guarded by mu
+}
+
+// remotePool returns the pool, making it on first use; nil once closed.
+func (m *Manager) remotePool() *remote.Pool {
+	h := &m.remote
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.pool == nil && !h.closed {
+		h.pool = remote.NewPool(remote.Config{Home: os.Getenv("HOME"), AgentSocket: os.Getenv("SSH_AUTH_SOCK")})
+	}
+	return h.pool
+}
+
+// CloseRemote closes every SSH connection; called at shutdown, once every
+// session has ended (their stops may need the connections).
+func (m *Manager) CloseRemote() {
+	h := &m.remote
+	h.mu.Lock()
+	p := h.pool
+	h.pool, h.closed = nil, true
+	h.mu.Unlock()
+	if p != nil {
+		_ = p.Close()
+	}
+}
+
+// CheckRemoteArtifactDir validates session/open's remoteArtifactDir.
+func CheckRemoteArtifactDir(dir string) error {
+	if strings.ContainsRune(dir, 0) {
+		return fault.New(fault.InvalidParams, "remoteArtifactDir must not contain NUL")
+	}
+	return nil
+}
+
+// SetRemoteArtifactDir sets where the session's yielded remote
+// executions publish their output (relative: under the remote user's
+// home). It is called right after the open, before any execution.
+func (s *Session) SetRemoteArtifactDir(dir string) {
+	s.remoteDir = dir
+}
+
+// artifactDir is the session's remote artifact directory.
+func (s *Session) artifactDir() string {
+	if s.remoteDir != "" {
+		return s.remoteDir
+	}
+	// A session id is the client's string: one path element, never "..".
+	id := url.PathEscape(s.id)
+	if id == "." || id == ".." {
+		id = "%2E" + id[1:]
+	}
+	return path.Join(".cache", "mevedel-exec", id)
+}
+
+// StartAndAwait registers an execution as Start does and answers its
+// start request as AwaitStart does. For a TRAMP cwd the connection comes
+// first, on a session goroutine: a host that cannot be reached (or whose
+// key known_hosts does not vouch for) answers unavailable with remote's
+// message, and nothing is registered. A cancel while connecting registers
+// the execution anyway, to be aborted at once like any start cancelled
+// before its yield.
+func (s *Session) StartAndAwait(ctx context.Context, c Caller, p StartParams, yield *time.Duration, maxChars int, reply func(Observation, error)) {
+	t, isRemote, err := remote.ParseTRAMP(p.Cwd)
+	if !isRemote {
+		e, err := s.Start(c, p)
+		if err != nil {
+			reply(Observation{}, err)
+			return
+		}
+		s.AwaitStart(ctx, e, yield, maxChars, func(o Observation) { reply(o, nil) })
+		return
+	}
+	if err != nil {
+		reply(Observation{}, fault.New(fault.InvalidParams, "cwd: %v", err))
+		return
+	}
+	pool := s.m.remotePool()
+	if pool == nil {
+		reply(Observation{}, fault.New(fault.Unavailable, "the helper is shutting down"))
+		return
+	}
+	s.Go(func() {
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(s.env.life, cancel) // the session's end
+		defer stop()
+		resolved, err := pool.Connect(cctx, t)
+		if err != nil {
+			if ctx.Err() == nil && s.env.life.Err() == nil {
+				reply(Observation{}, fault.New(fault.Unavailable, "%w", err))
+				return
+			}
+			// Cancelled, or the session is closing: Start and the wait
+			// below say so in their usual way.
+			if resolved, err = pool.Resolve(t); err != nil {
+				reply(Observation{}, fault.New(fault.Unavailable, "%w", err))
+				return
+			}
+		}
+		p.remote = &remoteExec{pool: pool, target: resolved}
+		e, err := s.Start(c, p)
+		if err != nil {
+			reply(Observation{}, err)
+			return
+		}
+		reply(e.awaitStart(ctx, yield, maxChars), nil)
+	})
+}
+
+// target names where p runs for the facts: "local", or the SSH host
+// ("ssh:user@host#port"). A TRAMP cwd must come through StartAndAwait,
+// which connects first.
+func (p StartParams) target(cwd string) (string, error) {
+	if p.remote != nil {
+		t := p.remote.target
+		t.Path = ""
+		return t.String(), nil
+	}
+	if _, isRemote, _ := remote.ParseTRAMP(cwd); isRemote {
+		return "", fault.New(fault.InvalidParams, "cwd %q names a remote host, which only exec/start supports", cwd)
+	}
+	return "local", nil
+}
+
+// remoteExec is what an execution on an SSH host needs beyond a local one.
+type remoteExec struct {
+	pool   *remote.Pool  // immutable
+	target remote.Target // immutable; resolved, Path is the remote directory
+
+	pub publisher
+}
+
+// loginEnv is the environment a local command starts from; a remote
+// one's comes from its host, in its runner.
+func (e *Execution) loginEnv() []string {
+	if e.remote != nil {
+		return nil
+	}
+	return e.s.env.Get(e.ctx)
+}
+
+// runner starts the execution's command.
+func (e *Execution) runner() Runner {
+	if e.remote != nil {
+		return remoteRunner{e}
+	}
+	return e.s.runner
+}
+
+// remoteRunner starts one execution's command on its host; the start
+// ends early when the execution is stopped meanwhile.
+type remoteRunner struct{ e *Execution }
+
+func (r remoteRunner) Start(spec Spec) (Process, error) {
+	e, rx := r.e, r.e.remote
+	env, err := rx.pool.LoginEnv(e.ctx, rx.target)
+	var rs remote.Spec
+	switch {
+	case err == nil:
+		rs.Env = mergeEnv(env, spec.Env)
+	case e.ctx.Err() != nil:
+		return nil, context.Cause(e.ctx)
+	case errors.Is(err, remote.ErrUnavailable):
+		return nil, err
+	default:
+		// As locally: without a login environment, the one the host's sshd
+		// gives, under the defaults and the request's own.
+		logf("execution %s: %v; using the environment sshd gives", e.id, err)
+		rs.Env, rs.Overlay = spec.Env, true
+	}
+	rs.Command, rs.Dir, rs.TTY, rs.Tag = spec.Command, rx.target.Path, spec.TTY, spec.Tag
+	proc, err := rx.pool.Start(e.ctx, rx.target, rs)
+	if err != nil {
+		if e.ctx.Err() != nil {
+			return nil, context.Cause(e.ctx)
+		}
+		return nil, err
+	}
+	rx.pub.start(e)
+	return remoteProcess{proc}, nil
+}
+
+var _ leaderStarter = remoteProcess{}
+
+// remoteProcess adapts a remote command to Process. Its probes and
+// signals go through the host; a group whose leader's identity changed
+// is never signalled and counts as not alive.
+type remoteProcess struct{ p *remote.Process }
+
+func (r remoteProcess) LeaderStart() uint64             { return r.p.LeaderStart() } // for the journal
+func (r remoteProcess) Pid() int                        { return r.p.Pid() }
+func (r remoteProcess) Pgid() int                       { return r.p.Pgid() }
+func (r remoteProcess) Exited() bool                    { return r.p.Exited() }
+func (r remoteProcess) Signal(sig syscall.Signal) error { return r.p.Signal(sig) }
+func (r remoteProcess) Interrupt() error                { return r.p.Interrupt() }
+func (r remoteProcess) Alive() bool                     { return r.p.Alive() }
+func (r remoteProcess) CloseOutput() error              { return r.p.CloseOutput() }
+
+// Write reports a channel the command's end has closed as a closed file,
+// as a local terminal's would be.
+func (r remoteProcess) Write(b []byte) (int, error) {
+	n, err := r.p.Write(b)
+	if errors.Is(err, io.EOF) {
+		err = os.ErrClosed
+	}
+	return n, err
+}
+
+func (r remoteProcess) Output() io.Reader { return r.p.Output() }
+
+// Wait reports a transport lost before an exit status as Lost: the
+// command may have ended any way, or still run.
+func (r remoteProcess) Wait() (Exit, error) {
+	x, err := r.p.Wait()
+	switch {
+	case x.TransportLost:
+		reason := "the connection to the host was lost before the command's exit status arrived"
+		if err != nil {
+			reason += ": " + err.Error()
+		}
+		return Exit{Lost: reason}, nil
+	case x.Signaled:
+		return Exit{Signaled: true, Signal: x.Signal}, nil
+	}
+	return Exit{Code: x.Code}, nil
+}
+
+// Publication of a yielded remote execution's output to its host, at
+// <artifact dir>/executions/<id>.log: each publication appends only what
+// the remote copy lacks. It starts once the execution has yielded, runs
+// again while the output grows, and once more before settlement, so a
+// settled execution's published copy is complete.
+const (
+	publishCheck = 250 * time.Millisecond // how often a yielded execution is looked at
+	publishEvery = time.Second            // least time between two publications of growth
+	publishLast  = 10 * time.Second       // bound of the publication before settlement
+)
+
+type publisher struct {
+	ctx  context.Context // ends at finish
+	stop context.CancelFunc
+	done chan struct{} // closed when the loop has ended
+
+	mu   sync.Mutex
+	sent int64 // guarded by mu; bytes the remote copy holds
+}
+
+// start runs the publication loop of e until finish.
+func (pb *publisher) start(e *Execution) {
+	pb.ctx, pb.stop = context.WithCancel(context.Background())
+	pb.done = make(chan struct{})
+	go func() {
+		defer close(pb.done)
+		tick := time.NewTicker(publishCheck)
+		defer tick.Stop()
+		var last time.Time
+		for {
+			select {
+			case <-pb.ctx.Done():
+				return
+			case <-tick.C:
+			}
+			f := e.Facts()
+			pb.mu.Lock()
+			sent := pb.sent
+			pb.mu.Unlock()
+			if !f.Yielded || (f.PublishedPath != "" && (f.OutputBytes == sent || time.Since(last) < publishEvery)) {
+				continue
+			}
+			last = time.Now()
+			ctx, cancel := context.WithTimeout(pb.ctx, publishLast)
+			pb.publish(ctx, e)
+			cancel()
+		}
+	}()
+}
+
+// finish ends the loop and makes the last publication of a yielded
+// execution, before its settlement.
+func (pb *publisher) finish(e *Execution) {
+	if pb.stop == nil {
+		return // the command never started
+	}
+	pb.stop()
+	<-pb.done
+	if !e.Facts().Yielded {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), publishLast)
+	defer cancel()
+	pb.publish(ctx, e)
+}
+
+// publish sends what the remote copy lacks and records its path in the
+// facts on the first success.
+func (pb *publisher) publish(ctx context.Context, e *Execution) {
+	rx := e.remote
+	f, err := os.Open(e.sp.Path())
+	if err != nil {
+		logf("execution %s: publishing: %v", e.id, err)
+		return
+	}
+	defer f.Close()
+	size := e.sp.Bytes()
+	dest := path.Join(e.s.artifactDir(), "executions", e.id+".log")
+	abs, err := rx.pool.Publish(ctx, rx.target, dest, f, size)
+	if err != nil {
+		logf("execution %s: publishing to %s: %v", e.id, rx.target, err)
+		return
+	}
+	pb.mu.Lock()
+	pb.sent = size
+	pb.mu.Unlock()
+	e.mu.Lock()
+	first := e.facts.PublishedPath != abs
+	if first {
+		e.facts.PublishedPath = abs
+		e.changeLocked()
+	}
+	e.mu.Unlock()
+	if first {
+		e.s.changed() // a panel may link to it
+	}
+}
+
+// beforeSettle runs once the command and its output have ended, before
+// the facts are final.
+func (e *Execution) beforeSettle() {
+	if e.remote != nil {
+		e.remote.pub.finish(e)
+	}
+}

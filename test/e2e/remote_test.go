@@ -1,0 +1,714 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/test/sshd"
+	"github.com/sourcegraph/jsonrpc2"
+	"golang.org/x/crypto/ssh"
+)
+
+// The fixture's sshd runs on this machine as the current user, so what a
+// remote command leaves behind is visible in this machine's /proc.
+
+// remoteHelper starts a private sshd and a helper whose HOME is the
+// fixture's client home (known_hosts, key, ~/.ssh/config with testhost).
+func remoteHelper(t *testing.T) (*helper, *sshd.Server) {
+	t.Helper()
+	srv := sshd.Start(t)
+	h := startHelper(t, withEnv("HOME="+srv.Home))
+	h.home = srv.Home
+	return h, srv
+}
+
+// openRemote opens a session whose remote artifacts go to a private
+// directory of this test (the host is this machine).
+func openRemote(h *helper) (*session, string) {
+	h.t.Helper()
+	art := filepath.Join(h.t.TempDir(), "artifacts")
+	return openWith(h, map[string]any{"remoteArtifactDir": art}), art
+}
+
+func openWith(h *helper, extra map[string]any) *session {
+	h.t.Helper()
+	id := fmt.Sprintf("s%d", time.Now().UnixNano())
+	p := map[string]any{"sessionId": id, "stateDir": filepath.Join(h.t.TempDir(), "state")}
+	for k, v := range extra {
+		p[k] = v
+	}
+	var info execution.SessionInfo
+	h.mustCall("session/open", p, &info)
+	return &session{h: h, id: id, stateDir: info.StateDir, prefix: info.IDPrefix}
+}
+
+// tramp names dir on the fixture's server by address.
+func tramp(srv *sshd.Server, dir string) string {
+	return fmt.Sprintf("/ssh:%s@127.0.0.1#%d:%s", srv.User, srv.Port, dir)
+}
+
+func targetOf(srv *sshd.Server) string {
+	return fmt.Sprintf("ssh:%s@127.0.0.1#%d", srv.User, srv.Port)
+}
+
+func remoteHome(t *testing.T) string {
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.HomeDir
+}
+
+func TestRemoteEchoAndExitCodes(t *testing.T) {
+	h, srv := remoteHelper(t)
+	s, _ := openRemote(h)
+	dir := t.TempDir()
+	cwd := tramp(srv, dir)
+	for _, tc := range []struct {
+		cmd    string
+		out    string
+		code   int
+		status execution.Status
+	}{
+		{"echo hello; echo err >&2", "hello\nerr\n", 0, execution.StatusCompleted},
+		{"pwd", dir + "\n", 0, execution.StatusCompleted},
+		{"exit 3", "", 3, execution.StatusFailed},
+	} {
+		o := s.mustStart(tc.cmd, map[string]any{"cwd": cwd})
+		f := o.Facts
+		if !o.Final || f.Termination != execution.Exited || f.ExitCode == nil || *f.ExitCode != tc.code || f.Status != tc.status {
+			t.Fatalf("%q: %+v", tc.cmd, o)
+		}
+		if o.Output != tc.out {
+			t.Fatalf("%q: output %q, want %q", tc.cmd, o.Output, tc.out)
+		}
+		if f.Target != targetOf(srv) || f.Cwd != cwd || f.Pid == 0 || f.Pgid != f.Pid {
+			t.Fatalf("%q: target %q cwd %q pid %d pgid %d", tc.cmd, f.Target, f.Cwd, f.Pid, f.Pgid)
+		}
+		if f.PublishedPath != "" {
+			t.Fatalf("%q: a foreground completion was published: %q", tc.cmd, f.PublishedPath)
+		}
+		// Spooled on this side like any output.
+		if b, err := os.ReadFile(filepath.Join(s.stateDir, "executions", f.ExecutionID+".log")); err != nil || string(b) != tc.out {
+			t.Fatalf("%q: spool %q, %v", tc.cmd, b, err)
+		}
+	}
+
+	o := s.mustStart("kill -KILL $$", map[string]any{"cwd": cwd})
+	if f := o.Facts; f.Termination != execution.Signaled || f.Signal != "SIGKILL" || f.ExitCode != nil {
+		t.Fatalf("kill -KILL $$: %+v", f)
+	}
+
+	// The login environment of the host, the defaults over it, the
+	// request's env over them.
+	o = s.mustStart(`printf '%s|%s|%s|%s|%s' "$NO_COLOR" "$TERM" "$MEVEDEL_EXECUTION" "$MEVEDEL_E2E" "$HOME"`, map[string]any{"cwd": cwd})
+	if want := "1|dumb|1|1|" + remoteHome(t); o.Output != want {
+		t.Fatalf("environment %q, want %q", o.Output, want)
+	}
+
+	// A directory missing on the host: the command never ran.
+	o = s.mustStart("echo never", map[string]any{"cwd": tramp(srv, "/nonexistent/dir")})
+	if f := o.Facts; f.Termination != execution.SpawnFailed || !strings.Contains(f.Reason, "working directory") || o.Output != "" {
+		t.Fatalf("missing directory: %+v", o)
+	}
+}
+
+func TestRemoteYieldThenPoll(t *testing.T) {
+	h, srv := remoteHelper(t)
+	s, _ := openRemote(h)
+	gate := fifo(t, "gate")
+	cwd := tramp(srv, t.TempDir())
+	o := s.mustStart("echo started; cat "+gate+" >/dev/null; echo finished", map[string]any{"cwd": cwd, "yieldMs": 0, "label": "remote gated"})
+	f := o.Facts
+	if o.Final || !f.Yielded || f.Termination != "" || f.Target != targetOf(srv) {
+		t.Fatalf("want a yielded execution, got %+v", o)
+	}
+	if out := s.observeUntil(o, "started"); out != "started\n" {
+		t.Fatalf("output before the gate: %q", out)
+	}
+	running := s.mustObserve(f.ExecutionID, nil)
+	if rf := running.Facts; rf.State != execution.Running || rf.Pid == 0 || rf.Pgid != rf.Pid || !alive(rf.Pid) {
+		t.Fatalf("running facts: %+v", rf)
+	}
+	var list struct{ Executions []execution.Facts }
+	h.mustCall("exec/list", map[string]any{"sessionId": s.id}, &list)
+	if len(list.Executions) != 1 || list.Executions[0].ExecutionID != f.ExecutionID {
+		t.Fatalf("list: %+v", list.Executions)
+	}
+	// The journal's row names the leader as the host knows it.
+	var recs struct {
+		Records []struct {
+			Type        string
+			ExecutionID string
+			Leader      *struct {
+				Pid       int
+				StartTime uint64
+				Target    string
+			}
+		}
+	}
+	h.mustCall("transcript/records", map[string]any{"sessionId": s.id}, &recs)
+	var leaderStart uint64
+	for _, r := range recs.Records {
+		if r.Type == "row" && r.ExecutionID == f.ExecutionID && r.Leader != nil {
+			if r.Leader.Pid != running.Facts.Pid || r.Leader.Target != targetOf(srv) {
+				t.Fatalf("row leader %+v", *r.Leader)
+			}
+			leaderStart = r.Leader.StartTime
+		}
+	}
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(running.Facts.Pid) + "/stat"); err != nil ||
+		strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))[19] != strconv.FormatUint(leaderStart, 10) {
+		t.Fatalf("row leader start %d, /proc says %q (%v)", leaderStart, b, err)
+	}
+	release(t, gate)
+	rest, final := s.waitFinal(f.ExecutionID, nil)
+	if rest != "finished\n" || final.Facts.Status != execution.StatusCompleted || *final.Facts.ExitCode != 0 {
+		t.Fatalf("final %q %+v", rest, final.Facts)
+	}
+}
+
+func TestRemoteInput(t *testing.T) {
+	h, srv := remoteHelper(t)
+	s, _ := openRemote(h)
+	cwd := tramp(srv, t.TempDir())
+
+	// A terminal on the host: typed input reaches the command.
+	o := s.mustStart(`[ -t 0 ] && echo tty; read -r line; echo "got:$line"`, map[string]any{"cwd": cwd, "yieldMs": 0, "tty": true})
+	if !o.Facts.TTY {
+		t.Fatalf("facts: %+v", o.Facts)
+	}
+	id := o.Facts.ExecutionID
+	s.observeUntil(o, "tty")
+	s.mustObserve(id, map[string]any{"chars": "hello\n"})
+	out, final := s.waitFinal(id, nil)
+	if !strings.Contains(out, "got:hello") || final.Facts.Status != execution.StatusCompleted {
+		t.Fatalf("pty: %q %+v", out, final.Facts)
+	}
+	// Ctrl-C through the remote terminal.
+	o = s.mustStart("echo ready; sleep 1000", map[string]any{"cwd": cwd, "yieldMs": 0, "tty": true})
+	s.observeUntil(o, "ready")
+	s.mustObserve(o.Facts.ExecutionID, map[string]any{"chars": "\u0003"})
+	if _, final := s.waitFinal(o.Facts.ExecutionID, nil); final.Facts.Signal != "SIGINT" {
+		t.Fatalf("pty Ctrl-C: %+v", final.Facts)
+	}
+
+	// Pipe mode: stdin at EOF, only Ctrl-C, which reaches the group.
+	if o := s.mustStart("cat; echo eof", map[string]any{"cwd": cwd}); o.Output != "eof\n" {
+		t.Fatalf("stdin not at EOF: %q", o.Output)
+	}
+	o = s.mustStart("trap 'echo got-int; exit 130' INT; echo ready; while :; do sleep 0.05; done", map[string]any{"cwd": cwd, "yieldMs": 0})
+	id = o.Facts.ExecutionID
+	s.observeUntil(o, "ready")
+	h.wantError("exec/observe", map[string]any{"sessionId": s.id, "executionId": id, "chars": "y\n"}, -32003, "refused")
+	typed := s.mustObserve(id, map[string]any{"chars": "\u0003"})
+	out, final = s.waitFinal(id, nil)
+	if f := final.Facts; !strings.Contains(typed.Output+out, "got-int") || f.Termination != execution.Exited || *f.ExitCode != 130 {
+		t.Fatalf("trapped Ctrl-C: %q %+v", typed.Output+out, f)
+	}
+}
+
+// Descendants that outlive the shell, escaped or not, are found on the
+// host (the await's snapshot plus what was created since) and cleaned up;
+// the termination stays the shell's exit.
+func TestRemoteLingeringDescendantsCleaned(t *testing.T) {
+	h, srv := remoteHelper(t)
+	s := openWith(h, map[string]any{"limits": map[string]any{"graceMs": 500}, "remoteArtifactDir": t.TempDir()})
+	script := filepath.Join(t.TempDir(), "linger.sh")
+	tree := "sleep 1003 >/dev/null & echo \"pid $!\"\n" + treeScript + "exit 4\n"
+	if err := os.WriteFile(script, []byte(tree), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := s.mustStart("bash "+script, map[string]any{"cwd": tramp(srv, t.TempDir())})
+	f := o.Facts
+	if !o.Final || f.Termination != execution.Exited || f.ExitCode == nil || *f.ExitCode != 4 {
+		t.Fatalf("want exited 4, got %+v", f)
+	}
+	pids := pidsIn(o.Output)
+	if len(pids) != 3 {
+		t.Fatalf("want 3 pids in %q", o.Output)
+	}
+	for _, p := range pids {
+		if alive(p) {
+			t.Fatalf("descendant %d survived the shell's exit", p)
+		}
+	}
+}
+
+func TestRemoteStopLeavesNoSurvivor(t *testing.T) {
+	h, srv := remoteHelper(t)
+	s, _ := openRemote(h)
+	script := filepath.Join(t.TempDir(), "tree.sh")
+	// Children in the group, and escapees by setsid and by a double fork.
+	tree := "sleep 1003 & echo \"pid $!\"\n" + treeScript + "sleep 1002\n"
+	if err := os.WriteFile(script, []byte(tree), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := s.mustStart("bash "+script, map[string]any{"cwd": tramp(srv, t.TempDir()), "yieldMs": 0})
+	out := s.observeUntil(o, "ready")
+	pids := pidsIn(out)
+	if len(pids) != 3 {
+		t.Fatalf("want 3 pids in %q", out)
+	}
+	running := s.mustObserve(o.Facts.ExecutionID, nil).Facts
+	for _, p := range append(pids, running.Pid) {
+		if !alive(p) {
+			t.Fatalf("process %d not running before the stop", p)
+		}
+	}
+	var final obs
+	h.mustCall("exec/stop", map[string]any{"sessionId": s.id, "executionId": o.Facts.ExecutionID}, &final)
+	f := final.Facts
+	if !final.Final || f.Termination != execution.Stopped || f.Status != execution.StatusStopped || f.Signal != "SIGTERM" {
+		t.Fatalf("stop: %+v", final)
+	}
+	// Settled means nothing of it runs on the host any more.
+	for _, p := range append(pids, running.Pid) {
+		if alive(p) {
+			t.Fatalf("process %d survived the stop", p)
+		}
+	}
+}
+
+// zombieScript leaves its group with one zombie only: a child P forks Z,
+// which exits; P waits until Z is a zombie, leaves the group (setsid),
+// closes the output and becomes an untraced `sleep` (env -i) that never
+// reaps Z. The leader prints both pids and exits 0.
+const zombieScript = `use POSIX ();
+pipe(my $r, my $w) or die "pipe: $!";
+my $p = fork // die "fork: $!";
+if ($p == 0) {
+  close $r;
+  my $z = fork // die "fork: $!";
+  POSIX::_exit(0) if $z == 0;
+  for (;;) {
+    open(my $f, '<', "/proc/$z/stat") or die "stat: $!";
+    my $s = <$f>;
+    last if (split ' ', ($s =~ s/.*\) //sr))[0] eq 'Z';
+    select(undef, undef, undef, 0.001);
+  }
+  POSIX::setsid();
+  open STDIN, '<', '/dev/null'; open STDOUT, '>', '/dev/null'; open STDERR, '>', '/dev/null';
+  print $w "zombie $z\nparent $$\n"; close $w;
+  exec { '/usr/bin/env' } 'env', '-i', '/bin/sleep', '1000';
+  POSIX::_exit(127);
+}
+close $w;
+print while <$r>;
+`
+
+// A group whose only member left is a zombie is dead: the execution
+// settles at once, without the grace (a minute here) that a live member
+// would cost.
+func TestRemoteZombieOnlyGroupSettlesAtOnce(t *testing.T) {
+	h, srv := remoteHelper(t)
+	s := openWith(h, map[string]any{"limits": map[string]any{"graceMs": 60000}, "remoteArtifactDir": t.TempDir()})
+	script := filepath.Join(t.TempDir(), "zombie.pl")
+	if err := os.WriteFile(script, []byte(zombieScript), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := s.mustStart("perl "+script, map[string]any{"cwd": tramp(srv, t.TempDir())})
+	pids := labelled(o.Output)
+	zombie, parent := pids["zombie"], pids["parent"]
+	if zombie == 0 || parent == 0 {
+		t.Fatalf("no pids in %q", o.Output)
+	}
+	t.Cleanup(func() { syscall.Kill(parent, syscall.SIGKILL) })
+	f := o.Facts
+	if !o.Final || f.Termination != execution.Exited || *f.ExitCode != 0 {
+		t.Fatalf("want exited 0 at once, got %+v", o)
+	}
+	// It settled while the zombie was still in the group: the case tested.
+	if st, pgrp, ok := statOf(zombie); !ok || st != 'Z' || pgrp != f.Pgid {
+		t.Fatalf("process %d: state %c group %d (%v); want a zombie of group %d", zombie, st, pgrp, ok, f.Pgid)
+	}
+	if !alive(parent) {
+		t.Fatalf("the zombie's parent %d (not ours to prove) was signalled", parent)
+	}
+}
+
+// labelled extracts "NAME N" lines from output.
+func labelled(out string) map[string]int {
+	m := map[string]int{}
+	for _, line := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), " "); ok {
+			if n, err := strconv.Atoi(v); err == nil {
+				m[k] = n
+			}
+		}
+	}
+	return m
+}
+
+// statOf reads the state and process group of pid on this machine.
+func statOf(pid int) (state byte, pgrp int, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	pgrp, _ = strconv.Atoi(f[2])
+	return f[0][0], pgrp, true
+}
+
+// takePid starts `sleep 1000` with pid, by setting the last pid the
+// kernel handed out (ns_last_pid, which needs CAP_SYS_ADMIN: the fixture
+// runs as root). Other processes may take the pid first: try again.
+func takePid(t *testing.T, pid int) *exec.Cmd {
+	t.Helper()
+	for attempt := 0; attempt < 1000; attempt++ {
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
+			t.Fatalf("setting ns_last_pid: %v", err)
+		}
+		cmd := exec.Command("/bin/sleep", "1000")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if cmd.Process.Pid == pid {
+			t.Cleanup(func() {
+				cmd.Process.Kill()
+				cmd.Wait()
+			})
+			return cmd
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+	t.Fatalf("could not start a process with pid %d", pid)
+	return nil
+}
+
+// When the leader's pid is someone else's (its start time changed), the
+// group is never signalled again: not the impostor, and not what is left
+// of the execution either, even at the end of the grace.
+func TestRemoteAmbiguousIdentityNeverSignalled(t *testing.T) {
+	h, srv := remoteHelper(t)
+	s := openWith(h, map[string]any{"limits": map[string]any{"graceMs": 60000}, "remoteArtifactDir": t.TempDir()})
+	script := filepath.Join(t.TempDir(), "survivor.sh")
+	// A tagged survivor that ignores TERM (from birth: an ignored signal
+	// is inherited) keeps the execution alive after the leader's exit; the
+	// helper then waits out the grace before KILL. It leaves the leader's
+	// group and session: a pid still naming a group or session is never
+	// handed out again.
+	body := "trap '' TERM\nsetsid sleep 1000 >/dev/null 2>&1 &\necho \"survivor $!\"\necho \"leader $$\"\n"
+	if err := os.WriteFile(script, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := s.mustStart("bash "+script, map[string]any{"cwd": tramp(srv, t.TempDir()), "yieldMs": 0})
+	out := s.observeUntil(o, "leader")
+	pids := labelled(out)
+	survivor, leader := pids["survivor"], pids["leader"]
+	if survivor == 0 || leader == 0 {
+		t.Fatalf("no pids in %q", out)
+	}
+	t.Cleanup(func() { syscall.Kill(survivor, syscall.SIGKILL) })
+	// The leader is gone (reaped by sshd) while the execution, still
+	// stopping its survivor, probes the group.
+	deadline := time.Now().Add(waitBound)
+	for {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(leader)); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leader %d still in /proc", leader)
+		}
+		time.Sleep(5 * time.Millisecond) // polling /proc, bounded by deadline
+	}
+	if f := s.mustObserve(o.Facts.ExecutionID, nil).Facts; f.State == execution.Settled {
+		t.Fatalf("settled before the pid was reused: %+v", f)
+	}
+	impostor := takePid(t, leader)
+	_, final := s.waitFinal(o.Facts.ExecutionID, nil)
+	if f := final.Facts; f.Termination != execution.Exited || f.ExitCode == nil || *f.ExitCode != 0 {
+		t.Fatalf("final: %+v", f)
+	}
+	if !alive(impostor.Process.Pid) {
+		t.Fatal("the process that took the leader's pid was signalled")
+	}
+	if !alive(survivor) {
+		t.Fatal("the group was signalled after its identity became ambiguous")
+	}
+}
+
+// A transport cut during a run leaves the end unproven: termination
+// unknown, never completed. The command, orphaned on the host, is found
+// again over a new connection and stopped.
+func TestRemoteTransportLossIsUnknown(t *testing.T) {
+	h, srv := remoteHelper(t)
+	s, _ := openRemote(h)
+	cwd := tramp(srv, t.TempDir())
+	o := s.mustStart("echo started; exec sleep 1000", map[string]any{"cwd": cwd, "yieldMs": 0})
+	s.observeUntil(o, "started")
+	leader := s.mustObserve(o.Facts.ExecutionID, nil).Facts.Pid
+	if srv.KillConnections() == 0 {
+		t.Fatal("no connection to cut")
+	}
+	_, final := s.waitFinal(o.Facts.ExecutionID, nil)
+	f := final.Facts
+	if f.Termination != execution.Unknown || f.Outcome != execution.Failure || f.Status != execution.StatusFailed ||
+		f.ExitCode != nil || f.Signal != "" || !strings.Contains(f.Reason, "lost") {
+		t.Fatalf("transport loss: %+v", f)
+	}
+	if alive(leader) {
+		t.Fatalf("the orphaned command %d still runs on the host", leader)
+	}
+
+	// During a stop: the group ignores TERM, the transport goes while the
+	// helper waits out the grace, and KILL goes over a new connection.
+	o = s.mustStart("trap '' TERM; echo ready; while :; do sleep 0.05; done", map[string]any{"cwd": cwd, "yieldMs": 0})
+	s.observeUntil(o, "ready")
+	id := o.Facts.ExecutionID
+	stopped := make(chan obs, 1)
+	go func() {
+		var o obs
+		if err := h.call("exec/stop", map[string]any{"sessionId": s.id, "executionId": id}, &o); err != nil {
+			t.Error(err)
+		}
+		stopped <- o
+	}()
+	leader = h.waitState(id, execution.Stopping).Pid
+	if srv.KillConnections() == 0 {
+		t.Fatal("no connection to cut")
+	}
+	final = <-stopped
+	if f := final.Facts; !final.Final || f.Termination != execution.Unknown || f.ExitCode != nil || f.Signal != "" {
+		t.Fatalf("transport loss during a stop: %+v", final)
+	}
+	if alive(leader) {
+		t.Fatalf("the stopped command %d still runs on the host", leader)
+	}
+}
+
+// Connection failures answer the start request with unavailable and
+// register nothing; the message says what known_hosts said.
+func TestRemoteHostKeyAndReachability(t *testing.T) {
+	h, srv := remoteHelper(t)
+	s, _ := openRemote(h)
+	start := map[string]any{"sessionId": s.id, "command": "echo never", "cwd": tramp(srv, "/tmp"), "env": map[string]string{"MEVEDEL_E2E": "1"}}
+
+	if err := srv.WriteKnownHosts(nil); err != nil {
+		t.Fatal(err)
+	}
+	e := h.wantError("exec/start", start, -32005, "unavailable")
+	for _, want := range []string{"unknown", "known_hosts", srv.Addr, srv.HostKeyFingerprint} {
+		if !strings.Contains(e.Message, want) {
+			t.Fatalf("unknown host key: message %q does not name %q", e.Message, want)
+		}
+	}
+	pub, _, _ := ed25519.GenerateKey(nil)
+	other, _ := ssh.NewPublicKey(pub)
+	if err := srv.WriteKnownHosts(other); err != nil {
+		t.Fatal(err)
+	}
+	e = h.wantError("exec/start", start, -32005, "unavailable")
+	for _, want := range []string{"changed", srv.Addr, srv.HostKeyFingerprint} {
+		if !strings.Contains(e.Message, want) {
+			t.Fatalf("changed host key: message %q does not name %q", e.Message, want)
+		}
+	}
+	// Nothing listens there.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	start["cwd"] = fmt.Sprintf("/ssh:%s@127.0.0.1#%d:/tmp", srv.User, closed)
+	e = h.wantError("exec/start", start, -32005, "unavailable")
+	if !strings.Contains(e.Message, strconv.Itoa(closed)) {
+		t.Fatalf("unreachable host: message %q does not name the port", e.Message)
+	}
+	// None of them became an execution.
+	var list struct{ Executions []execution.Facts }
+	h.mustCall("exec/list", map[string]any{"sessionId": s.id, "as": "user"}, &list)
+	logs, _ := filepath.Glob(filepath.Join(s.stateDir, "executions", "*"))
+	if len(list.Executions) != 0 || len(logs) != 0 {
+		t.Fatalf("executions %+v, logs %v", list.Executions, logs)
+	}
+
+	// The key is known again: the same helper connects.
+	if err := srv.WriteKnownHosts(srv.HostKey); err != nil {
+		t.Fatal(err)
+	}
+	start["cwd"] = tramp(srv, "/tmp")
+	start["command"] = "echo back"
+	var o obs
+	h.mustCall("exec/start", start, &o)
+	if o.Output != "back\n" || o.Facts.Status != execution.StatusCompleted {
+		t.Fatalf("after the key was restored: %+v", o)
+	}
+}
+
+// A host that accepts the connection and then says nothing keeps the
+// dial waiting; the helper still answers other requests, and a cancel
+// aborts the start like any other before its yield.
+func TestRemoteConnectNeverBlocksTheHelper(t *testing.T) {
+	h, srv := remoteHelper(t)
+	s, _ := openRemote(h)
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := silent.Accept(); err == nil {
+			accepted <- c
+		}
+	}()
+	port := silent.Addr().(*net.TCPAddr).Port
+	done := make(chan obs, 1)
+	go func() {
+		var o obs
+		err := h.conn.Call(context.Background(), "exec/start",
+			map[string]any{"sessionId": s.id, "command": "echo never", "cwd": fmt.Sprintf("/ssh:%s@127.0.0.1#%d:/tmp", srv.User, port), "env": map[string]string{"MEVEDEL_E2E": "1"}},
+			&o, jsonrpc2.PickID(jsonrpc2.ID{Str: "slow-host", IsString: true}))
+		if err != nil {
+			t.Error(err)
+		}
+		done <- o
+	}()
+	var c net.Conn
+	select {
+	case c = <-accepted:
+		defer c.Close()
+	case <-time.After(waitBound):
+		t.Fatal("the helper did not dial")
+	}
+	// The dial is in progress: requests behind it are served.
+	var res struct{ Class string }
+	h.mustCall("exec/analyze", map[string]any{"command": "ls"}, &res)
+	if o := s.mustStart("echo local", nil); o.Output != "local\n" {
+		t.Fatalf("a local command behind the dial: %+v", o)
+	}
+	if err := h.conn.Notify(context.Background(), "$/cancelRequest", map[string]any{"id": "slow-host"}); err != nil {
+		t.Fatal(err)
+	}
+	var o obs
+	select {
+	case o = <-done:
+	case <-time.After(waitBound):
+		t.Fatal("the cancelled start got no reply")
+	}
+	if f := o.Facts; !o.Final || f.Termination != execution.Aborted || f.Pid != 0 || f.Target != fmt.Sprintf("ssh:%s@127.0.0.1#%d", srv.User, port) {
+		t.Fatalf("cancelled while connecting: %+v", o)
+	}
+}
+
+func TestRemoteSSHConfigAlias(t *testing.T) {
+	h, srv := remoteHelper(t)
+	s, _ := openRemote(h)
+	dir := t.TempDir()
+	cwd := "/ssh:" + sshd.Alias + ":" + dir
+	o := s.mustStart("pwd; echo $USER", map[string]any{"cwd": cwd})
+	f := o.Facts
+	if o.Output != dir+"\n"+srv.User+"\n" || f.Status != execution.StatusCompleted {
+		t.Fatalf("through the alias: %+v", o)
+	}
+	// The facts name the host the alias resolves to; cwd stays as given.
+	if f.Target != targetOf(srv) || f.Cwd != cwd {
+		t.Fatalf("target %q cwd %q", f.Target, f.Cwd)
+	}
+}
+
+// waitFile waits until the file at p holds want.
+func waitFile(t *testing.T, p, want string) {
+	t.Helper()
+	deadline := time.Now().Add(waitBound)
+	for {
+		b, err := os.ReadFile(p)
+		if err == nil && string(b) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %q (%v), want %q", p, b, err, want)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a file, bounded by deadline
+	}
+}
+
+func inode(t *testing.T, p string) uint64 {
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
+// A yielded execution's output is published on its host as it grows,
+// by appending: what the remote copy holds is never sent again.
+func TestRemoteArtifactPublishedAndAppended(t *testing.T) {
+	h, srv := remoteHelper(t)
+	s, art := openRemote(h)
+	gate := fifo(t, "gate")
+	o := s.mustStart("echo first; cat "+gate+" >/dev/null; echo second", map[string]any{"cwd": tramp(srv, t.TempDir()), "yieldMs": 0})
+	id := o.Facts.ExecutionID
+	s.observeUntil(o, "first")
+	published := filepath.Join(art, "executions", id+".log")
+	live := h.waitLive(func(f execution.Facts) bool { return f.ExecutionID == id && f.PublishedPath != "" })
+	if live.PublishedPath != published {
+		t.Fatalf("publishedPath %q, want %q", live.PublishedPath, published)
+	}
+	waitFile(t, published, "first\n")
+	for p, mode := range map[string]os.FileMode{published: 0o600, filepath.Dir(published): 0o700, art: 0o700} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != mode {
+			t.Fatalf("%s: %v %v, want %v", p, fi.Mode().Perm(), err, mode)
+		}
+	}
+	// Mark the remote copy: only new bytes are appended after it.
+	ino := inode(t, published)
+	if f, err := os.OpenFile(published, os.O_WRONLY, 0); err != nil {
+		t.Fatal(err)
+	} else {
+		f.WriteAt([]byte("F"), 0)
+		f.Close()
+	}
+	release(t, gate)
+	_, final := s.waitFinal(id, nil)
+	if final.Facts.PublishedPath != published || final.Facts.Status != execution.StatusCompleted {
+		t.Fatalf("final: %+v", final.Facts)
+	}
+	// Complete at settlement, and appended to the same file.
+	if b, err := os.ReadFile(published); err != nil || string(b) != "First\nsecond\n" {
+		t.Fatalf("published %q, %v", b, err)
+	}
+	if inode(t, published) != ino {
+		t.Fatal("the published file was replaced instead of appended to")
+	}
+}
+
+// Without remoteArtifactDir, artifacts go under the remote user's home.
+func TestRemoteArtifactDefaultDirectory(t *testing.T) {
+	h, srv := remoteHelper(t)
+	s := openWith(h, nil)
+	dir := filepath.Join(remoteHome(t), ".cache", "mevedel-exec", s.id)
+	t.Cleanup(func() {
+		os.RemoveAll(dir)
+		os.Remove(filepath.Dir(dir)) // only when no other session's is there
+	})
+	gate := fifo(t, "gate")
+	o := s.mustStart("echo out; cat "+gate+" >/dev/null", map[string]any{"cwd": tramp(srv, "/tmp"), "yieldMs": 0})
+	s.observeUntil(o, "out")
+	release(t, gate)
+	_, final := s.waitFinal(o.Facts.ExecutionID, nil)
+	want := filepath.Join(dir, "executions", o.Facts.ExecutionID+".log")
+	if final.Facts.PublishedPath != want {
+		t.Fatalf("publishedPath %q, want %q", final.Facts.PublishedPath, want)
+	}
+	if b, err := os.ReadFile(want); err != nil || string(b) != "out\n" {
+		t.Fatalf("published %q, %v", b, err)
+	}
+}
