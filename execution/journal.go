@@ -93,7 +93,11 @@ const reclaimBudget = 3 * time.Second
 // openJournal opens the session's journal and marks every execution that
 // a previous helper left without a settlement as lost, killing its
 // leftover processes first where they are provably the ones it started.
-func openJournal(stateDir string) (*transcript.Journal, []Facts, error) {
+// remoteKill reclaims a lost execution's leftovers on an SSH host; see
+// Manager.reclaimRemote.
+type remoteKill func(cwd string, l *transcript.Leader, tag string, deadline time.Time) string
+
+func openJournal(stateDir string, onHost remoteKill) (*transcript.Journal, []Facts, error) {
 	j, err := transcript.Open(stateDir)
 	if err != nil {
 		return nil, nil, fault.New(fault.IO, "opening the journal in %s: %w", stateDir, err)
@@ -108,7 +112,7 @@ func openJournal(stateDir string) (*transcript.Journal, []Facts, error) {
 		reason := "the helper that ran it ended without recording its end"
 		switch {
 		case r.Leader != nil:
-			reason += "; " + reclaim(r.ExecutionID, r.Leader, deadline)
+			reason += "; " + reclaim(f.ExecutionID, f.Cwd, r.Leader, deadline, onHost)
 		case f.StartedAt == nil:
 			reason = "the helper that queued it ended before it started"
 		}
@@ -181,16 +185,19 @@ func spoolSize(path string) (bytes, lines int64) {
 // execution's tag that started no earlier than the leader. A pid now used
 // by another process is left alone, and so is one the kernel refuses to
 // let us signal.
-func reclaim(id string, l *transcript.Leader, deadline time.Time) string {
-	if l.Target != "" && l.Target != "local" {
-		return "its processes on " + l.Target + " were not checked"
-	}
+func reclaim(id, cwd string, l *transcript.Leader, deadline time.Time, onHost remoteKill) string {
 	if l.Pid <= 0 || l.StartTime == 0 {
 		return "no process identity was recorded"
 	}
 	tag := ""
 	if p := prefixOf(id); p != "" {
 		tag = "MEVEDEL_EXEC_TAG=" + p + "-" + id
+	}
+	if l.Target != "" && l.Target != "local" {
+		if onHost == nil {
+			return "its processes on " + l.Target + " were not checked"
+		}
+		return onHost(cwd, l, tag, deadline)
 	}
 	proven := func() int {
 		if t, ok := StartTime(l.Pid); ok && t == l.StartTime && l.Pgid == l.Pid {

@@ -3,6 +3,7 @@ package execution
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/url"
 	"os"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
 	"github.com/mevedel/mevedel-exec/remote"
+	"github.com/mevedel/mevedel-exec/transcript"
+	"golang.org/x/sys/unix"
 )
 
 // A cwd written as a TRAMP name (/ssh:user@host#port:/path) runs the
@@ -362,5 +365,53 @@ func (pb *publisher) publish(ctx context.Context, e *Execution) {
 func (e *Execution) beforeSettle() {
 	if e.remote != nil {
 		e.remote.pub.finish(e)
+	}
+}
+
+// reclaimRemote kills what a lost execution left on its host, through the
+// same proof as a stop: the leader's pid and start time, or the tag. It
+// says what it did, for the lost record's reason.
+func (m *Manager) reclaimRemote(cwd string, l *transcript.Leader, tag string, deadline time.Time) string {
+	where := "on " + l.Target
+	t, ok, err := remote.ParseTRAMP(cwd)
+	pool := m.remotePool()
+	if err != nil || !ok || pool == nil {
+		return "its processes " + where + " were not checked"
+	}
+	g, err := pool.Group(t, remote.Identity{Pid: l.Pid, Pgid: l.Pgid, Start: l.StartTime, Tag: tag})
+	if err != nil {
+		return fmt.Sprintf("its processes %s were not checked: %v", where, err)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	signalled := false
+	for {
+		live, err := g.Probe(ctx)
+		switch {
+		case err != nil && signalled:
+			return fmt.Sprintf("its leftover processes %s were killed, but their end could not be confirmed: %v", where, err)
+		case err != nil:
+			return fmt.Sprintf("its processes %s could not be checked: %v", where, err)
+		case live == remote.Ambiguous:
+			return fmt.Sprintf("pid %d %s now belongs to another process and was not signalled", l.Pid, where)
+		case live == remote.Dead && signalled:
+			return "its leftover processes " + where + " were killed"
+		case live == remote.Dead:
+			return "none of its processes was left " + where
+		}
+		if !signalled {
+			if err := g.Signal(ctx, unix.SIGKILL); errors.Is(err, remote.ErrAmbiguous) {
+				return fmt.Sprintf("pid %d %s now belongs to another process and was not signalled", l.Pid, where)
+			} else if err != nil {
+				return fmt.Sprintf("its processes %s could not be killed: %v", where, err)
+			}
+			signalled = true
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return "its processes " + where + " were killed but were still there when recovery gave up"
+		case <-time.After(probeMax):
+		}
 	}
 }

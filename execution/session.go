@@ -185,7 +185,7 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 	m.opening[id] = true
 	m.mu.Unlock()
 	// Recovery may have processes to kill: other sessions go on meanwhile.
-	lock, journal, recovered, err := prepareStateDir(stateDir)
+	lock, journal, recovered, err := prepareStateDir(stateDir, m.reclaimRemote)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.opening, id)
@@ -229,7 +229,7 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 
 // prepareStateDir makes the state directory, takes its lock, and opens
 // its journal, recovering what a previous helper left unsettled.
-func prepareStateDir(stateDir string) (*os.File, *transcript.Journal, []Facts, error) {
+func prepareStateDir(stateDir string, onHost remoteKill) (*os.File, *transcript.Journal, []Facts, error) {
 	if err := makePrivateDir(stateDir); err != nil {
 		return nil, nil, nil, err
 	}
@@ -240,7 +240,7 @@ func prepareStateDir(stateDir string) (*os.File, *transcript.Journal, []Facts, e
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	journal, recovered, err := openJournal(stateDir)
+	journal, recovered, err := openJournal(stateDir, onHost)
 	if err != nil {
 		_ = lock.Close()
 		return nil, nil, nil, err

@@ -712,3 +712,53 @@ func TestRemoteArtifactDefaultDirectory(t *testing.T) {
 		t.Fatalf("published %q, %v", b, err)
 	}
 }
+
+// A helper killed while a remote command runs leaves it running on the
+// host. The next helper on the same state directory proves the group is
+// the one recorded (leader pid and start time, on the host) and kills it
+// before marking the execution lost.
+func TestRemoteLostRunReclaimedOnTheHost(t *testing.T) {
+	h1, srv := remoteHelper(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	art := filepath.Join(t.TempDir(), "artifacts")
+	open := func(h *helper, id string) execution.SessionInfo {
+		var info execution.SessionInfo
+		h.mustCall("session/open", map[string]any{"sessionId": id, "stateDir": dir, "remoteArtifactDir": art}, &info)
+		return info
+	}
+	open(h1, "first")
+	s1 := &session{h: h1, id: "first", stateDir: dir}
+	o := s1.mustStart(`(echo "pid $BASHPID"; exec sleep 1000) | (read x; echo "$x"; echo "pid $BASHPID"; exec sleep 1001)`,
+		map[string]any{"cwd": tramp(srv, t.TempDir()), "yieldMs": 0, "label": "Remote build"})
+	out := s1.observeUntil(o, "pid")
+	for len(pidsIn(out)) < 2 {
+		out += s1.mustObserve(o.Facts.ExecutionID, map[string]any{"waitMs": 1000}).Output
+	}
+	f := h1.waitState(o.Facts.ExecutionID, execution.Running)
+	pids := append([]int{f.Pid}, pidsIn(out)...)
+	s1.checkpoint()
+	_ = h1.cmd.Process.Kill()
+	<-h1.exited
+	for _, p := range pids {
+		if !alive(p) {
+			t.Fatalf("remote pid %d died with the helper; the test shows nothing", p)
+		}
+	}
+
+	h2 := startHelper(t, withEnv("HOME="+srv.Home))
+	h2.home = srv.Home
+	info := open(h2, "second")
+	if len(info.Recovered) != 1 {
+		t.Fatalf("recovered %+v", info.Recovered)
+	}
+	r := info.Recovered[0]
+	if r.ExecutionID != o.Facts.ExecutionID || r.Termination != execution.Lost || r.Target != targetOf(srv) ||
+		!strings.Contains(r.Reason, "leftover processes on "+targetOf(srv)+" were killed") {
+		t.Fatalf("recovered %+v", r)
+	}
+	for _, p := range pids {
+		if alive(p) {
+			t.Errorf("remote pid %d survived recovery", p)
+		}
+	}
+}
