@@ -852,10 +852,9 @@ Its row goes once the helper reports it settled."
   (interactive)
   (let ((id (mevedel-execution-panel--current-id))
         (session (mevedel-execution-panel--live-session)))
-    ;; Asynchronous, unlike `mevedel-execution-interrupt-user': a
-    ;; synchronous call returns by throwing out of the process filter,
-    ;; and a change event read in the same chunk as its answer would
-    ;; wait there until the helper writes again.
+    ;; Asynchronous, unlike `mevedel-execution-interrupt-user': a key
+    ;; in the panel never waits on the helper; the answer is reported
+    ;; when it comes.
     (mevedel-execution--async
      (mevedel-execution--ensure session) 'exec/interrupt
      (list :sessionId (mevedel-execution-session-id session) :as "user" :executionId id)

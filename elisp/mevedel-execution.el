@@ -46,6 +46,14 @@
 ;; `mevedel-execution-set-owner-state') and owes attention to such
 ;; results is woken through `mevedel-execution-wake-functions';
 ;; `mevedel-execution-retire-owner' forgets what it owes.
+;;
+;; Nothing of the caller's runs inside the helper's process filter.
+;; Event and wake functions, the mailbox sink and the callbacks of
+;; asynchronous calls are queued as their messages are read and run
+;; from a timer, one at a time in the order the helper sent them, so
+;; any of them may call a synchronous function of this file.  A
+;; synchronous call made outside them also runs what its wait queued
+;; before it returns.
 
 ;;; Code:
 
@@ -101,7 +109,12 @@ ends every view of its live executions: PLIST has `:generation',
 `:status', and `:unexpected' t unless Emacs shut it down.  Every
 function gets its own copy, so it may keep or modify it.  These
 events acknowledge nothing; an error in one function is reported
-and does not stop the others.")
+and does not stop the others.
+
+The functions run from a timer, never inside the process filter,
+in the order the helper sent the events (and after the callbacks
+of answers read before them), so they may call the synchronous
+functions of this file.  Until one returns, nothing after it runs.")
 
 (defvar mevedel-execution-mailbox-delivery-function nil
   "Function receiving completion deliveries, the acknowledged sink.
@@ -121,7 +134,8 @@ is dropped, and once it acknowledged one as durable, a resend is
 acknowledged again without calling it.  Only a delivery it
 reported as failed is handed to it again.  When this variable is
 nil, deliveries are acknowledged as failed and stay pending in
-the helper.")
+the helper.  Like `mevedel-execution-event-functions', it runs from
+a timer, in the order of the helper's messages.")
 
 (defvar mevedel-execution-wake-functions nil
   "Functions called when the helper wakes an idle owner.
@@ -130,7 +144,9 @@ as \"/root\") and DELIVERY-IDS, the ids of the durable deliveries
 the owner has not attended to, oldest first; several owed results
 come as one wake.  The helper wakes only an owner that is idle,
 see `mevedel-execution-set-owner-state'.  An error in one function
-is reported and does not stop the others.")
+is reported and does not stop the others.  Like
+`mevedel-execution-event-functions', they run from a timer, in the
+order of the helper's messages, and may make synchronous calls.")
 
 ;;;; Errors
 
@@ -210,6 +226,83 @@ ever sees `:json-false'."
     :documentation "Non-nil once Emacs itself is shutting the helper down."))
   :documentation "A JSON-RPC connection to one mevedel-exec helper.")
 
+;;;; Handing messages to Lisp
+
+;; jsonrpc calls its dispatchers and a request's continuations from
+;; inside the process filter (on Emacs 28, with the process buffer
+;; narrowed to the message being read).  Lisp that waits there for
+;; more output runs the filter again inside itself, and the outer
+;; filter then drops or repeats what the inner one read.  So the
+;; filter only queues: what callers gave us runs from a timer.
+
+(defvar mevedel-execution--in-filter nil
+  "Non-nil while a helper connection's process filter runs.")
+
+(defvar mevedel-execution--queue nil
+  "Handlers waiting to run, oldest first, as (FUNCTION . ARGS).")
+
+(defvar mevedel-execution--queue-last nil
+  "The last cons of `mevedel-execution--queue', or nil.")
+
+(defvar mevedel-execution--drain-timer nil
+  "The timer that runs the queue, or nil.")
+
+(defvar mevedel-execution--draining nil
+  "Non-nil while queued handlers run.")
+
+(defun mevedel-execution--schedule-drain ()
+  "Arrange for the queued handlers to run, unless they already do."
+  (when (and mevedel-execution--queue
+             (not mevedel-execution--draining)
+             (not mevedel-execution--drain-timer))
+    (setq mevedel-execution--drain-timer
+          (run-at-time 0 nil #'mevedel-execution--drain))))
+
+(defun mevedel-execution--defer (function &rest args)
+  "Queue FUNCTION with ARGS, to run after everything queued before it."
+  (let ((cell (list (cons function args))))
+    (if mevedel-execution--queue
+        (setcdr mevedel-execution--queue-last cell)
+      (setq mevedel-execution--queue cell))
+    (setq mevedel-execution--queue-last cell))
+  (mevedel-execution--schedule-drain))
+
+(defun mevedel-execution--drain ()
+  "Run the queued handlers, oldest first, until none is left.
+Inside a handler this does nothing: the handler's caller goes on
+with the queue once it returns.  Inside the process filter it does
+nothing either; the filter schedules the queue as it leaves."
+  (when mevedel-execution--drain-timer
+    (cancel-timer mevedel-execution--drain-timer)
+    (setq mevedel-execution--drain-timer nil))
+  (unless (or mevedel-execution--draining mevedel-execution--in-filter)
+    (unwind-protect
+        (let ((mevedel-execution--draining t))
+          (while mevedel-execution--queue
+            (let ((job (car mevedel-execution--queue)))
+              (setq mevedel-execution--queue (cdr mevedel-execution--queue))
+              (unless mevedel-execution--queue
+                (setq mevedel-execution--queue-last nil))
+              ;; A handler may run inside a caller's synchronous call:
+              ;; it must not change that caller's buffer or match data.
+              (save-current-buffer
+                (save-match-data
+                  (apply (car job) (cdr job)))))))
+      ;; A quit or a throw out of a handler leaves the rest for later.
+      (mevedel-execution--schedule-drain))))
+
+(cl-defmethod initialize-instance :after ((conn mevedel-execution-connection) &optional _slots)
+  "Note in `mevedel-execution--in-filter' when CONN's process filter runs."
+  (let* ((proc (jsonrpc--process conn))
+         (filter (process-filter proc)))
+    (set-process-filter
+     proc
+     (lambda (proc string)
+       (unwind-protect
+           (let ((mevedel-execution--in-filter t))
+             (funcall filter proc string))
+         (mevedel-execution--schedule-drain))))))
+
 (defun mevedel-execution--generation (conn)
   "Return the generation of CONN's helper."
   (oref conn generation))
@@ -233,8 +326,21 @@ ever sees `:json-false'."
 
 (defvar mevedel-execution--deliveries (make-hash-table :test #'equal)
   "What the mailbox sink was handed, by (SESSION-ID . DELIVERY-ID).
-The value is `pending' until the sink acknowledges, then `durable'.
-A failed delivery is removed, so its resend reaches the sink again.")
+The value is a fresh cons (STATE . GENERATION): STATE is `pending'
+until the sink acknowledges, then `durable'; GENERATION is the
+helper's.  A failed delivery is removed, so its resend reaches the
+sink again; a session's entries go when it is torn down, a helper's
+when it exits.")
+
+(defun mevedel-execution--forget-deliveries (pred)
+  "Remove the entries of `mevedel-execution--deliveries' PRED accepts.
+PRED is called with the key and the value."
+  (let (doomed)
+    (maphash (lambda (key value)
+               (when (funcall pred key value) (push key doomed)))
+             mevedel-execution--deliveries)
+    (dolist (key doomed)
+      (remhash key mevedel-execution--deliveries))))
 
 (defun mevedel-execution--source-directory ()
   "Return the helper's source tree (the directory holding go.mod), or nil."
@@ -288,6 +394,10 @@ A failed delivery is removed, so its resend reaches the sink again.")
                    :noquery t
                    :stderr (get-buffer-create "*mevedel-exec stderr*"))))))
     (setq mevedel-execution--current conn)
+    ;; What the sink was handed came from an earlier helper, whose
+    ;; deliveries ended with it.
+    (mevedel-execution--forget-deliveries
+     (lambda (_key value) (not (eql (cdr value) generation))))
     (let ((info (condition-case err
                     (mevedel-execution--call
                      conn 'initialize
@@ -321,57 +431,66 @@ Listeners of `mevedel-execution-event-functions' get an `exit' event."
   (when (eq conn mevedel-execution--current)
     (setq mevedel-execution--current nil))
   (let ((status (process-exit-status (jsonrpc--process conn)))
-        (unexpected (not (mevedel-execution--closing conn))))
+        (unexpected (not (mevedel-execution--closing conn)))
+        (generation (mevedel-execution--generation conn)))
+    ;; Its deliveries died with it: none comes again, none is acked.
+    (mevedel-execution--forget-deliveries
+     (lambda (_key value) (eql (cdr value) generation)))
     (when unexpected
       (mevedel-execution--set-closing conn)
       (message "mevedel-exec: the helper exited unexpectedly (status %s); pending requests were answered as lost, and the next call starts a new helper"
                status))
-    (mevedel-execution--run-event
-     'exit (list :generation (mevedel-execution--generation conn)
-                 :status status :unexpected unexpected))))
+    ;; After the events and the lost answers read before it.
+    (mevedel-execution--defer
+     #'mevedel-execution--run-event
+     'exit (list :generation generation :status status :unexpected unexpected))))
 
 ;;;; Requests
 
 (defun mevedel-execution--run-callback (buffer callback value)
   "Call CALLBACK with VALUE, in BUFFER when it is still live.
-An error in CALLBACK is reported, never thrown into the process
-filter."
+An error in CALLBACK is reported, never thrown at the queue."
   (condition-case-unless-debug err
       (if (buffer-live-p buffer)
           (with-current-buffer buffer (funcall callback value))
-        (funcall callback value))
+        (with-temp-buffer (funcall callback value)))
     (error (message "mevedel-exec: error in callback: %s" (error-message-string err)))))
 
-(cl-defun mevedel-execution--async (conn method params &key on-result on-error on-lost timeout)
+(cl-defun mevedel-execution--async (conn method params &key on-result on-error on-lost timeout now)
   "Send METHOD with PARAMS on CONN; return a handle for `mevedel-execution-abort'.
 ON-RESULT receives the normalized result, ON-ERROR the error plist.
 ON-LOST, called with a reason string, replaces ON-ERROR when the
 helper died before answering.  TIMEOUT is in seconds; nil waits
-as long as it takes."
+as long as it takes.  The callbacks run in the buffer current now
+if it is still live, queued after what the helper sent before (see
+`mevedel-execution--defer'); NOW non-nil calls them at once, inside
+the process filter, which only this file's bookkeeping may ask."
   (let* ((buffer (current-buffer))
+         (hand (lambda (callback value)
+                 (if now
+                     (mevedel-execution--run-callback buffer callback value)
+                   (mevedel-execution--defer
+                    #'mevedel-execution--run-callback buffer callback value))))
          (id-and-timer
           (jsonrpc--async-request-1
            conn method params
            :success-fn
            (lambda (result)
              (when on-result
-               (mevedel-execution--run-callback
-                buffer on-result (mevedel-execution--normalize result))))
+               (funcall hand on-result (mevedel-execution--normalize result))))
            :error-fn
            (lambda (error)
              (let ((err (mevedel-execution--error-plist error)))
                (if (and on-lost (eql (plist-get err :code) -1))
-                   (mevedel-execution--run-callback
-                    buffer on-lost "the helper died before it answered")
+                   (funcall hand on-lost "the helper died before it answered")
                  (when on-error
-                   (mevedel-execution--run-callback buffer on-error err)))))
+                   (funcall hand on-error err)))))
            :timeout-fn
            (lambda ()
              (when on-error
-               (mevedel-execution--run-callback
-                buffer on-error
-                (list :code -32005 :kind "timeout"
-                      :message (format "%s: no answer within %s s" method timeout)))))
+               (funcall hand on-error
+                        (list :code -32005 :kind "timeout"
+                              :message (format "%s: no answer within %s s" method timeout)))))
            :timeout timeout)))
     (cons conn (car id-and-timer))))
 
@@ -389,7 +508,17 @@ termination \"aborted\"); a waiting observation answers at once."
 Wait at most TIMEOUT seconds (default `mevedel-execution-request-timeout').
 A helper error signals `mevedel-execution-helper-error' with the
 error plist as data.  \\[keyboard-quit] while waiting cancels the
-request in the helper too."
+request in the helper too.
+
+Before returning, the handlers queued for what the helper sent
+before the answer have run, unless this call is made from one of
+them: they then run once it returns.  Called inside the helper's
+process filter, where waiting would corrupt the stream, it signals
+`mevedel-execution-error' instead."
+  (when mevedel-execution--in-filter
+    (signal 'mevedel-execution-error
+            (list (format "%s: a synchronous call cannot wait inside the helper's process filter; use the form with a callback"
+                          method))))
   ;; The answer is noted, never thrown: a throw would leave the process
   ;; filter in the middle of its input, and messages read in the same
   ;; chunk (a delivery, say) would wait there until the helper next
@@ -406,7 +535,8 @@ request in the helper too."
            :on-error (lambda (e) (setq outcome (list 'error e)))
            :on-lost (lambda (why)
                       (setq outcome (list 'error (list :code -1 :kind "lost" :message why))))
-           :timeout timeout)))
+           :timeout timeout
+           :now t)))
     (condition-case nil
         (while (not outcome)
           (if (> (float-time) deadline)
@@ -419,6 +549,9 @@ request in the helper too."
       (quit
        (mevedel-execution-abort handle)
        (signal 'quit nil)))
+    ;; What came before the answer is handled before the call returns:
+    ;; a wake decided before an `owner/state' reply, say.
+    (mevedel-execution--drain)
     (pcase outcome
       (`(ok ,result) result)
       (`(error ,err)
@@ -430,12 +563,17 @@ request in the helper too."
   (jsonrpc-error :code -32601 :message (format "method not found: %s" method)))
 
 (defun mevedel-execution--dispatch-notification (conn method params)
+  "Queue the notification METHOD with PARAMS from CONN's helper.
+CONN may be nil, meaning the current helper.  It is routed after
+everything queued before it; see `mevedel-execution--defer'."
+  (mevedel-execution--defer #'mevedel-execution--route-notification
+                            (or conn mevedel-execution--current) method params))
+
+(defun mevedel-execution--route-notification (conn method params)
   "Route the notification METHOD with PARAMS from CONN's helper.
-CONN may be nil, meaning the current helper.  No error leaves this
-function: one escaping into the process filter would strand the
-messages read after this one."
+No error leaves this function: the queue goes on after it."
   (condition-case err
-      (let ((conn (or conn mevedel-execution--current)))
+      (with-temp-buffer
         (pcase method
           ('exec/progress (mevedel-execution--run-event 'progress params))
           ('exec/changed (mevedel-execution--run-event 'changed params))
@@ -516,16 +654,16 @@ once; see `mevedel-execution-mailbox-delivery-function'."
      ;; deliveries: one still in the pipe has nobody to answer.
      ((not (mevedel-execution--session-on conn session-id)) nil)
      ;; Our durable ack was lost or came late: say it again.
-     ((eq (gethash key mevedel-execution--deliveries) 'durable)
+     ((eq (car-safe (gethash key mevedel-execution--deliveries)) 'durable)
       (mevedel-execution--send-ack conn session-id delivery-id nil))
      ;; The sink holds it and will answer through its ack.
-     ((eq (gethash key mevedel-execution--deliveries) 'pending) nil)
+     ((eq (car-safe (gethash key mevedel-execution--deliveries)) 'pending) nil)
      ((not (functionp sink))
       (mevedel-execution--send-ack conn session-id delivery-id
                                    "no mailbox sink in this Emacs"))
      (t
-      (puthash key 'pending mevedel-execution--deliveries)
-      (let* ((done nil)
+      (let* ((handed (cons 'pending (mevedel-execution--generation conn)))
+             (done nil)
              (ack (lambda (&optional error)
                     (unless done
                       (setq done t)
@@ -533,11 +671,17 @@ once; see `mevedel-execution-mailbox-delivery-function'."
                         ;; The helper takes an empty error for no error.
                         (when (equal error "")
                           (setq error "the mailbox sink failed"))
-                        (if error
-                            (remhash key mevedel-execution--deliveries)
-                          (puthash key 'durable mevedel-execution--deliveries))
-                        (mevedel-execution--send-ack conn session-id delivery-id error)))
+                        ;; Unless the session was torn down or its helper
+                        ;; exited since, which dropped the delivery: then
+                        ;; nobody waits for the answer, and nothing is kept.
+                        (when (eq (gethash key mevedel-execution--deliveries) handed)
+                          (if error
+                              (remhash key mevedel-execution--deliveries)
+                            (puthash key (cons 'durable (cdr handed))
+                                     mevedel-execution--deliveries))
+                          (mevedel-execution--send-ack conn session-id delivery-id error))))
                     nil)))
+        (puthash key handed mevedel-execution--deliveries)
         ;; Not `condition-case-unless-debug': under `debug-on-error' the
         ;; delivery would stay pending here forever, never to be resent.
         (condition-case err
@@ -627,10 +771,8 @@ next call, and the slot then says what that open recovered."
     (setq mevedel-execution--sessions (delq session mevedel-execution--sessions))
     ;; The helper drops the session's deliveries: none comes again.
     (let ((id (mevedel-execution-session-id session)))
-      (maphash (lambda (key _state)
-                 (when (equal (car key) id)
-                   (remhash key mevedel-execution--deliveries)))
-               mevedel-execution--deliveries))
+      (mevedel-execution--forget-deliveries
+       (lambda (key _value) (equal (car key) id))))
     (let ((conn mevedel-execution--current))
       (when (and conn (jsonrpc-running-p conn)
                  (eql (mevedel-execution-session-generation session)
@@ -653,13 +795,17 @@ next call, and the slot then says what that open recovered."
       (mevedel-execution--set-closing conn)
       (let ((proc (jsonrpc--process conn))
             (deadline (+ (float-time) 5)))
-        (when (jsonrpc-running-p conn)
+        ;; Inside the process filter nothing may wait: the kill will do.
+        (when (and (jsonrpc-running-p conn) (not mevedel-execution--in-filter))
           ;; The helper ends every execution, then exits at EOF.
           (ignore-errors (mevedel-execution--call conn 'shutdown nil 30))
           (ignore-errors (process-send-eof proc))
           (while (and (process-live-p proc) (< (float-time) deadline))
             (accept-process-output proc 0.05))))
-      (mevedel-execution--kill conn))))
+      (mevedel-execution--kill conn)))
+  ;; The lost answers and the exit event the kill queued, in the
+  ;; caller's extent (when it is not itself a queued handler).
+  (mevedel-execution--drain))
 
 (add-hook 'kill-emacs-hook #'mevedel-execution-teardown-all)
 
@@ -857,9 +1003,12 @@ Turning idle with attention owed brings a wake at once.
 
 Without CALLBACK, wait for the answer and return t: no wake decided
 before it comes after it, so once a `busy' call returned, no wake
-arrives until the owner is idle again.  With CALLBACK, return at
-once; CALLBACK receives t, or (:error ERR).  A busy owner is told
-busy again when its session reopens on a new helper."
+arrives until the owner is idle again.  (Made from a hook or a
+callback of this file, the call returns first, and the wakes read
+before its answer follow once that hook or callback returns.)  With
+CALLBACK, return at once; CALLBACK receives t, or (:error ERR).  A
+busy owner is told busy again when its session reopens on a new
+helper."
   (let ((owner (or owner "/root"))
         (state (if (symbolp state) (symbol-name state) state)))
     (unless (member state '("busy" "idle"))

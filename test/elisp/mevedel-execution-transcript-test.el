@@ -65,9 +65,11 @@ ARGS are more keywords for `mevedel-execution-start-bash'."
     (save-current-buffer (call-interactively command))))
 
 (defun mevedel-execution-transcript-test--changed (session-id &rest live)
-  "Dispatch an `exec/changed' for SESSION-ID with the wire facts LIVE."
+  "Dispatch an `exec/changed' for SESSION-ID with the wire facts LIVE.
+The panel has handled it, as the queue's timer would, on return."
   (mevedel-execution--dispatch-notification
-   nil 'exec/changed (list :sessionId session-id :live (vconcat live))))
+   nil 'exec/changed (list :sessionId session-id :live (vconcat live)))
+  (mevedel-execution--drain))
 
 (defun mevedel-execution-transcript-test--wait-gone (id what)
   "Wait until the current panel has no row ID; WHAT names the wait.
