@@ -100,10 +100,16 @@ func TestYieldThenPoll(t *testing.T) {
 	if rest != "finished\n" || final.Facts.Termination != execution.Exited || *final.Facts.ExitCode != 0 {
 		t.Fatalf("final %q %+v", rest, final.Facts)
 	}
-	// Repeats return the same final observation.
+	// Repeats return the same final observation. (When the end came
+	// between polls, the final one showed the pending delivery that
+	// waitFinal then acknowledged: the frozen copy is the acknowledged
+	// one, with the same output and a later version.)
 	again := s.mustObserve(f.ExecutionID, nil)
-	if !again.Final || again.Output != final.Output || again.Facts.Version != final.Facts.Version {
+	if !again.Final || again.Output != final.Output || again.Facts.Version < final.Facts.Version {
 		t.Fatalf("repeat differs: %+v vs %+v", again, final)
+	}
+	if twice := s.mustObserve(f.ExecutionID, nil); twice.Output != again.Output || twice.Facts.Version != again.Facts.Version || !twice.Final {
+		t.Fatalf("repeats differ: %+v vs %+v", twice, again)
 	}
 	h.mustCall("exec/list", map[string]any{"sessionId": s.id}, &list)
 	if len(list.Executions) != 0 {
