@@ -1037,6 +1037,59 @@ or (:error ERR)."
    (lambda (result) (plist-get result :retired))
    callback))
 
+;;;; Monitors
+
+(cl-defun mevedel-execution-monitor-start (session &key owner command workdir label
+                                                  filter persistent timeout-ms env
+                                                  callback)
+  "Start a monitor in SESSION: COMMAND's output lines become events.
+Each line (or only those matching the RE2 regexp FILTER) reaches
+OWNER (default \"/root\") as a MONITOR delivery through
+`mevedel-execution-mailbox-delivery-function', in batches, and the
+monitor's end as one MONITOR_TERMINAL delivery.  WORKDIR defaults to
+`default-directory'; LABEL names it.  Unless PERSISTENT, it stops
+after TIMEOUT-MS (5 minutes by default).  ENV is an alist of extra
+variables.  Without CALLBACK, wait and return the monitor plist
+\(:monitor-id :execution-id :label :state :events :suppressed).
+With CALLBACK, return at once; CALLBACK receives that plist, or
+\(:error ERR)."
+  (unless (and (stringp command) (not (string-blank-p command)))
+    (signal 'wrong-type-argument (list 'stringp command)))
+  (unless (or (null timeout-ms) (natnump timeout-ms))
+    (signal 'wrong-type-argument (list 'natnump timeout-ms)))
+  (mevedel-execution--owner-request
+   session 'monitor/start
+   (mevedel-execution--params
+    :sessionId (mevedel-execution-session-id session)
+    :owner owner
+    :command command
+    :cwd (expand-file-name (or workdir default-directory))
+    :label label
+    :filter filter
+    :persistent (and persistent t)
+    :timeoutMs timeout-ms
+    :env (mevedel-execution--env-plist env))
+   #'identity callback))
+
+(defun mevedel-execution-monitor-stop (session owner monitor-id &optional callback)
+  "Stop MONITOR-ID of OWNER (nil: \"/root\") in SESSION.
+Without CALLBACK, wait until its command has ended and return the
+monitor plist; with CALLBACK, return at once and give it that plist,
+or (:error ERR).  Its MONITOR_TERMINAL delivery follows."
+  (mevedel-execution--owner-request
+   session 'monitor/stop
+   (list :sessionId (mevedel-execution-session-id session)
+         :owner (or owner "/root") :monitorId monitor-id)
+   #'identity callback))
+
+(defun mevedel-execution-monitor-list (session owner)
+  "Return the live monitors of OWNER (nil: \"/root\") in SESSION."
+  (plist-get (mevedel-execution--call
+              (mevedel-execution--ensure session) 'monitor/list
+              (list :sessionId (mevedel-execution-session-id session)
+                    :owner (or owner "/root")))
+             :monitors))
+
 ;;;; Installing the helper
 
 ;;;###autoload

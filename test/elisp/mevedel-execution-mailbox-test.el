@@ -395,5 +395,53 @@ then nothing more: the notification must not wait for more input."
                          '((settled :session-id "s" :facts (:execution-id "exec-fake-000001"))))))
       (delete-process (jsonrpc--process conn)))))
 
+;;;; Monitors
+
+(ert-deftest mevedel-execution-mailbox-test-monitor-functions ()
+  "A monitor started through the facade delivers its filtered lines,
+then its end; one can be listed and stopped."
+  (mevedel-execution-mailbox-test--with-helper '(:graceMs 500) session _seen
+    (let* ((records nil)
+           (mevedel-execution-mailbox-delivery-function
+            (lambda (record ack) (push record records) (funcall ack)))
+           (terminal-of
+            (lambda (monitor-id)
+              (cl-find-if (lambda (r)
+                            (and (equal (plist-get r :kind) "MONITOR_TERMINAL")
+                                 (equal (plist-get (plist-get r :attrs) :monitor-id) monitor-id)))
+                          records)))
+           (filtered (mevedel-execution-monitor-start
+                      session :command "echo keep 1; echo drop; echo keep 2"
+                      :label "filtered" :filter "^keep")))
+      (should (string-prefix-p "mon-" (plist-get filtered :monitor-id)))
+      (should (equal (plist-get filtered :label) "filtered"))
+      (let ((id (plist-get filtered :monitor-id)))
+        (mevedel-execution-test--wait-until (lambda () (funcall terminal-of id))
+                                            "the filtered monitor's end")
+        (should (equal (apply #'append
+                              (mapcar (lambda (r) (append (plist-get r :lines) nil))
+                                      (reverse (cl-remove-if-not
+                                                (lambda (r) (equal (plist-get r :kind) "MONITOR"))
+                                                records))))
+                       '("keep 1" "keep 2")))
+        (should (eql (plist-get (plist-get (funcall terminal-of id) :attrs) :events) 2)))
+      ;; A persistent one runs until stopped.
+      (let* ((ticker (mevedel-execution-monitor-start
+                      session :command "echo tick; exec sleep 1000" :label "ticker" :persistent t))
+             (id (plist-get ticker :monitor-id)))
+        (should (equal (mapcar (lambda (m) (plist-get m :monitor-id))
+                               (mevedel-execution-monitor-list session nil))
+                       (list id)))
+        (should (null (mevedel-execution-monitor-list session "/root/other")))
+        (let ((stopped (mevedel-execution-test--await
+                        (lambda (cb) (mevedel-execution-monitor-stop session nil id cb)))))
+          (should (equal (plist-get stopped :monitor-id) id))
+          (should-not (equal (plist-get stopped :state) "running")))
+        (mevedel-execution-test--wait-until (lambda () (funcall terminal-of id))
+                                            "the stopped monitor's end")
+        (should (null (mevedel-execution-monitor-list session nil))))
+      (should (eq (car (should-error (mevedel-execution-monitor-start session :command " ")))
+                  'wrong-type-argument)))))
+
 (provide 'mevedel-execution-mailbox-test)
 ;;; mevedel-execution-mailbox-test.el ends here
