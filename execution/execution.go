@@ -59,6 +59,9 @@ type Execution struct {
 	// was made, or it was durably acknowledged or discarded.
 	delivered     chan struct{}
 	deliveredOnce sync.Once
+	// mailed: the settlement meant a delivery, so the journal must say
+	// when it is no longer pending.
+	mailed atomic.Bool
 
 	obsMu sync.Mutex // serialises observations, so no two read the same unread range
 
@@ -405,7 +408,7 @@ func (e *Execution) settle(exit *Exit, cause *stopCause, reason string) {
 	e.decideOnEndWait = deferred
 	e.mu.Unlock()
 
-	e.journalSettled(final)
+	e.journalSettled(final, deliver)
 	e.s.sched.release(e.ticket)
 	if f.StartedAt == nil {
 		close(e.started)
@@ -423,7 +426,14 @@ func (e *Execution) settle(exit *Exit, cause *stopCause, reason string) {
 	e.s.settled(e, final)
 }
 
-func (e *Execution) deliveryDone() { e.deliveredOnce.Do(func() { close(e.delivered) }) }
+func (e *Execution) deliveryDone() {
+	e.deliveredOnce.Do(func() {
+		close(e.delivered)
+		if e.mailed.Load() {
+			e.journalDelivered(e.Facts())
+		}
+	})
+}
 
 // decide makes the one delivery of a settled yielded execution, unless an
 // observation already claimed the result. obsMu keeps a concurrent poll

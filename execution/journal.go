@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
+	"github.com/mevedel/mevedel-exec/spool"
 	"github.com/mevedel/mevedel-exec/transcript"
 	"golang.org/x/sys/unix"
 )
@@ -50,15 +51,34 @@ func (e *Execution) journalRow(f Facts, leader *transcript.Leader) {
 
 // journalSettled records the end and, for an execution that yielded
 // (a monitor's own aside), its one breadcrumb.
-func (e *Execution) journalSettled(f Facts) {
+//
+// A settlement that means a delivery says so (attrs delivery: pending),
+// and a second settled record says when it stopped being pending
+// (delivery: done): acknowledged, claimed by a poll, or dropped at close.
+// A helper that dies in between leaves "pending" last, and the next open
+// makes that delivery again.
+func (e *Execution) journalSettled(f Facts, deliver bool) {
 	j := e.s.journal
+	var attrs map[string]any
+	if deliver {
+		e.mailed.Store(true)
+		attrs = map[string]any{"delivery": "pending"}
+	}
 	j.Append(transcript.Record{
 		Type: transcript.TypeSettled, ExecutionID: f.ExecutionID, ToolUseID: f.ToolUseID, Owner: f.Owner,
-		Facts: factsJSON(f),
+		Facts: factsJSON(f), Attrs: attrs,
 	})
 	if f.Yielded && e.monitor == nil {
 		j.Append(breadcrumb(f))
 	}
+}
+
+// journalDelivered records that f's delivery is no longer pending.
+func (e *Execution) journalDelivered(f Facts) {
+	e.s.journal.Append(transcript.Record{
+		Type: transcript.TypeSettled, ExecutionID: f.ExecutionID, ToolUseID: f.ToolUseID, Owner: f.Owner,
+		Facts: factsJSON(f), Attrs: map[string]any{"delivery": "done"},
+	})
 }
 
 func breadcrumb(f Facts) transcript.Record {
@@ -291,4 +311,71 @@ func (s *Session) CanRewind(op string) error {
 		ids[i] = f.ExecutionID
 	}
 	return fault.New(fault.Refused, "cannot %s session %s while %d executions are live (%s): stop them first", op, s.id, len(live), strings.Join(ids, ", "))
+}
+
+// owedDeliveries returns the final facts of every execution whose
+// delivery the journal shows pending: a helper died before it was
+// acknowledged.
+func owedDeliveries(j *transcript.Journal) []Facts {
+	latest := map[string]transcript.Record{}
+	var order []string
+	for since := uint64(0); ; {
+		recs, next, err := j.Records(since, 0)
+		if err != nil || len(recs) == 0 {
+			break
+		}
+		for _, r := range recs {
+			if r.ExecutionID == "" || (r.Type != transcript.TypeSettled && r.Type != transcript.TypeLost && r.Type != transcript.TypeRow) {
+				continue
+			}
+			if _, seen := latest[r.ExecutionID]; !seen {
+				order = append(order, r.ExecutionID)
+			}
+			latest[r.ExecutionID] = r
+		}
+		since = next
+	}
+	var owed []Facts
+	for _, id := range order {
+		r := latest[id]
+		if r.Type != transcript.TypeSettled || r.Attrs["delivery"] != "pending" {
+			continue
+		}
+		var f Facts
+		if err := json.Unmarshal(r.Facts, &f); err != nil || f.ExecutionID == "" {
+			continue
+		}
+		owed = append(owed, f)
+	}
+	return owed
+}
+
+// redeliver makes again the deliveries a previous helper left pending.
+// The unread range the result had at settlement is read from its spool;
+// once durable, the journal says so, and the owner owes attention as for
+// any result that ended on its own.
+func (s *Session) redeliver(owed []Facts) {
+	for _, f := range owed {
+		o, err := spool.RenderFile(filepath.Join(s.stateDir, "executions", f.ExecutionID+".log"),
+			f.OutputBytes-f.UnreadBytes, f.OutputBytes, 0)
+		if err != nil {
+			logf("session %s: reading the output of %s for its delivery: %v", s.id, f.ExecutionID, err)
+		}
+		f.OmittedBytes += o.Omitted
+		f.UnreadBytes = 0
+		f.Version++
+		obs := Observation{Output: o.Text, Facts: f, Final: true}
+		wake := f.Owner == "/root" && endedOnItsOwn(f.Termination)
+		epoch := s.attentionEpoch()
+		d := Delivery{Owner: f.Owner, Kind: KindExecution, Attrs: executionAttrs(f), Observation: &obs}
+		s.mail.post(d, func(d Delivery) {
+			s.journal.Append(transcript.Record{
+				Type: transcript.TypeSettled, ExecutionID: f.ExecutionID, ToolUseID: f.ToolUseID, Owner: f.Owner,
+				Facts: factsJSON(f), Attrs: map[string]any{"delivery": "done"},
+			})
+			if wake {
+				s.owe(d.Owner, d.DeliveryID, epoch)
+			}
+		}, nil)
+	}
 }

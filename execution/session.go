@@ -224,6 +224,7 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 	s.Go(func() { s.env.Get(life) })
 	s.Go(s.retirer)
 	s.Go(s.mail.run)
+	s.redeliver(owedDeliveries(journal))
 	return SessionInfo{SessionID: id, StateDir: stateDir, IDPrefix: s.prefix, Recovered: recovered}, nil
 }
 

@@ -597,3 +597,17 @@ func (t *tailBuf) state() (endsNL bool, partial int) {
 	b := t.bytes()
 	return len(b) > 0 && b[len(b)-1] == '\n', partialLen(b)
 }
+
+// RenderFile renders [from,to) of a spool file that no Spool of this
+// process holds (one a previous helper wrote), as Render does.
+func RenderFile(path string, from, to int64, maxChars int) (Observation, error) {
+	st, err := os.Lstat(path)
+	if err != nil {
+		return Observation{}, ioErr("stat", path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return Observation{}, fault.New(fault.IO, "spool: %s is not a regular file", path)
+	}
+	s := &Spool{path: path, ident: st, bytes: st.Size()}
+	return s.Render(from, to, maxChars)
+}

@@ -100,9 +100,19 @@ func TestJournalRowsSettlementsAndBreadcrumbs(t *testing.T) {
 	for _, id := range []string{fg, ok, failed, stopped} {
 		rows := ofExecution(recs, id, transcript.TypeRow)
 		settled := ofExecution(recs, id, transcript.TypeSettled)
-		// A row at start, and another when it yields.
-		if len(rows) == 0 || len(rows) > 2 || len(settled) != 1 {
-			t.Fatalf("%s: %d rows and %d settlements", id, len(rows), len(settled))
+		// A row at start, and another when it yields. A settlement that
+		// means a delivery is followed by one saying it is done (here:
+		// claimed or acknowledged); a stop's reply claims, so none.
+		var marks []any
+		for _, r := range settled {
+			marks = append(marks, r.Attrs["delivery"])
+		}
+		want := []any{nil}
+		if id == ok || id == failed {
+			want = []any{"pending", "done"}
+		}
+		if len(rows) == 0 || len(rows) > 2 || !slices.Equal(marks, want) {
+			t.Fatalf("%s: %d rows, settlements marked %v (want %v)", id, len(rows), marks, want)
 		}
 		for _, r := range rows {
 			if l := r.Leader; l == nil || l.Pid <= 0 || l.Pgid != l.Pid || l.StartTime == 0 {
@@ -309,5 +319,42 @@ func TestRewindAndForkRefusedWhileLive(t *testing.T) {
 	h.mustCall("session/canRewind", map[string]any{"sessionId": s.id, "operation": "fork"}, &r)
 	if !r.Allowed {
 		t.Fatal("fork refused with nothing live")
+	}
+}
+
+// A result whose delivery was not yet acknowledged when the helper died
+// is delivered by the next helper on the same state directory, with the
+// output it had not shown, and once acknowledged never again. One that
+// was acknowledged is not made again.
+func TestPendingDeliverySurvivesAHelperCrash(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	h1 := startHelper(t)
+	s1 := h1.openAt(dir, nil)
+	acked := s1.background("echo acked")
+	d := h1.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == acked })
+	s1.ack(d.DeliveryID, true)
+	pending := s1.background("echo first; echo second; exit 4", map[string]any{"label": "Build"})
+	h1.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == pending })
+	s1.checkpoint()
+	_ = h1.cmd.Process.Kill()
+	<-h1.exited
+
+	h2 := startHelper(t)
+	s2 := h2.openAt(dir, nil)
+	again := h2.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == pending })
+	if again.Observation == nil || again.Observation.Output != "first\nsecond\n" || !again.Observation.Final ||
+		again.Attrs.ExitCode == nil || *again.Attrs.ExitCode != 4 || again.Attrs.Label != "Build" || again.Owner != "/root" {
+		t.Fatalf("redelivery %+v (observation %+v)", again, again.Observation)
+	}
+	s2.ack(again.DeliveryID, true)
+	s2.barrier()
+	if ds := h2.deliveriesOf(acked); len(ds) != 0 {
+		t.Fatalf("an acknowledged result was delivered again: %+v", ds)
+	}
+	h2.mustCall("session/close", map[string]any{"sessionId": s2.id}, nil)
+	s3 := h2.openAt(dir, nil)
+	s3.barrier()
+	if ds := h2.deliveriesOf(pending); len(ds) != 1 {
+		t.Fatalf("delivered %d times after its ack, want once: %+v", len(ds), ds)
 	}
 }
