@@ -430,7 +430,7 @@ func (e *Execution) deliveryDone() {
 	e.deliveredOnce.Do(func() {
 		close(e.delivered)
 		if e.mailed.Load() {
-			e.journalDelivered(e.Facts())
+			e.s.journal.Append(settledRecord(e.Facts(), "done"))
 		}
 	})
 }

@@ -40,13 +40,29 @@ func leaderOf(f Facts, proc Process) *transcript.Leader {
 	return &transcript.Leader{Pid: f.Pid, Pgid: f.Pgid, StartTime: start, Target: f.Target}
 }
 
+// factsRecord is a record of type typ carrying f.
+func factsRecord(typ string, f Facts) transcript.Record {
+	return transcript.Record{
+		Type: typ, ExecutionID: f.ExecutionID, ToolUseID: f.ToolUseID, Owner: f.Owner, Facts: factsJSON(f),
+	}
+}
+
+// settledRecord is f's settled record; delivery, when set, says whether
+// its delivery is pending or done.
+func settledRecord(f Facts, delivery string) transcript.Record {
+	r := factsRecord(transcript.TypeSettled, f)
+	if delivery != "" {
+		r.Attrs = map[string]any{"delivery": delivery}
+	}
+	return r
+}
+
 // journalRow records a running execution's row: at start, and again
 // when it yields (it becomes a background row).
 func (e *Execution) journalRow(f Facts, leader *transcript.Leader) {
-	e.s.journal.Append(transcript.Record{
-		Type: transcript.TypeRow, ExecutionID: f.ExecutionID, ToolUseID: f.ToolUseID, Owner: f.Owner,
-		Facts: factsJSON(f), Leader: leader,
-	})
+	r := factsRecord(transcript.TypeRow, f)
+	r.Leader = leader
+	e.s.journal.Append(r)
 }
 
 // journalSettled records the end and, for an execution that yielded
@@ -59,26 +75,15 @@ func (e *Execution) journalRow(f Facts, leader *transcript.Leader) {
 // makes that delivery again.
 func (e *Execution) journalSettled(f Facts, deliver bool) {
 	j := e.s.journal
-	var attrs map[string]any
+	delivery := ""
 	if deliver {
 		e.mailed.Store(true)
-		attrs = map[string]any{"delivery": "pending"}
+		delivery = "pending"
 	}
-	j.Append(transcript.Record{
-		Type: transcript.TypeSettled, ExecutionID: f.ExecutionID, ToolUseID: f.ToolUseID, Owner: f.Owner,
-		Facts: factsJSON(f), Attrs: attrs,
-	})
+	j.Append(settledRecord(f, delivery))
 	if f.Yielded && e.monitor == nil {
 		j.Append(breadcrumb(f))
 	}
-}
-
-// journalDelivered records that f's delivery is no longer pending.
-func (e *Execution) journalDelivered(f Facts) {
-	e.s.journal.Append(transcript.Record{
-		Type: transcript.TypeSettled, ExecutionID: f.ExecutionID, ToolUseID: f.ToolUseID, Owner: f.Owner,
-		Facts: factsJSON(f), Attrs: map[string]any{"delivery": "done"},
-	})
 }
 
 func breadcrumb(f Facts) transcript.Record {
@@ -110,21 +115,34 @@ func factsJSON(f Facts) json.RawMessage {
 // hold the open for long.
 const reclaimBudget = 3 * time.Second
 
-// openJournal opens the session's journal and marks every execution that
-// a previous helper left without a settlement as lost, killing its
-// leftover processes first where they are provably the ones it started.
 // remoteKill reclaims a lost execution's leftovers on an SSH host; see
 // Manager.reclaimRemote.
 type remoteKill func(cwd string, l *transcript.Leader, tag string, deadline time.Time) string
 
-func openJournal(stateDir string, onHost remoteKill) (*transcript.Journal, []Facts, error) {
-	j, err := transcript.Open(stateDir)
+// openJournal opens the session's journal and marks every execution that
+// a previous helper left without a settlement as lost, killing its
+// leftover processes first where they are provably the ones it started.
+// It also returns the final facts of every execution whose delivery the
+// journal shows pending (the helper died before its durable ack): the
+// session makes those deliveries again (see redeliver).
+func openJournal(stateDir string, onHost remoteKill) (j *transcript.Journal, recovered, owed []Facts, err error) {
+	j, err = transcript.Open(stateDir)
 	if err != nil {
-		return nil, nil, fault.New(fault.IO, "opening the journal in %s: %w", stateDir, err)
+		return nil, nil, nil, fault.New(fault.IO, "opening the journal in %s: %w", stateDir, err)
 	}
-	recovered := []Facts{}
+	recovered = []Facts{}
 	deadline := time.Now().Add(reclaimBudget)
-	for _, r := range j.Unsettled() {
+	for _, r := range j.Latest() {
+		if r.Type == transcript.TypeSettled && r.Attrs["delivery"] == "pending" {
+			var f Facts
+			if json.Unmarshal(r.Facts, &f) == nil && f.ExecutionID != "" {
+				owed = append(owed, f)
+			}
+			continue
+		}
+		if r.Type != transcript.TypeRow {
+			continue
+		}
 		var f Facts
 		if err := json.Unmarshal(r.Facts, &f); err != nil || f.ExecutionID == "" {
 			f = Facts{ExecutionID: r.ExecutionID, Owner: r.Owner, ToolUseID: r.ToolUseID}
@@ -148,10 +166,7 @@ func openJournal(stateDir string, onHost remoteKill) (*transcript.Journal, []Fac
 		f.OutputBytes, f.OutputLines = spoolSize(filepath.Join(stateDir, "executions", f.ExecutionID+".log"))
 		f.UnreadBytes = 0
 		f.Version++
-		j.Append(transcript.Record{
-			Type: transcript.TypeLost, ExecutionID: f.ExecutionID, ToolUseID: f.ToolUseID, Owner: f.Owner,
-			Facts: factsJSON(f),
-		})
+		j.Append(factsRecord(transcript.TypeLost, f))
 		if f.Yielded && f.MonitorID == "" {
 			j.Append(breadcrumb(f))
 		}
@@ -163,7 +178,7 @@ func openJournal(stateDir string, onHost remoteKill) (*transcript.Journal, []Fac
 	if err := j.Compact(); err != nil {
 		logf("compacting the journal in %s: %v", stateDir, err)
 	}
-	return j, recovered, nil
+	return j, recovered, owed, nil
 }
 
 // spoolSize counts the bytes and lines of a raw spool file, as the spool
@@ -313,43 +328,6 @@ func (s *Session) CanRewind(op string) error {
 	return fault.New(fault.Refused, "cannot %s session %s while %d executions are live (%s): stop them first", op, s.id, len(live), strings.Join(ids, ", "))
 }
 
-// owedDeliveries returns the final facts of every execution whose
-// delivery the journal shows pending: a helper died before it was
-// acknowledged.
-func owedDeliveries(j *transcript.Journal) []Facts {
-	latest := map[string]transcript.Record{}
-	var order []string
-	for since := uint64(0); ; {
-		recs, next, err := j.Records(since, 0)
-		if err != nil || len(recs) == 0 {
-			break
-		}
-		for _, r := range recs {
-			if r.ExecutionID == "" || (r.Type != transcript.TypeSettled && r.Type != transcript.TypeLost && r.Type != transcript.TypeRow) {
-				continue
-			}
-			if _, seen := latest[r.ExecutionID]; !seen {
-				order = append(order, r.ExecutionID)
-			}
-			latest[r.ExecutionID] = r
-		}
-		since = next
-	}
-	var owed []Facts
-	for _, id := range order {
-		r := latest[id]
-		if r.Type != transcript.TypeSettled || r.Attrs["delivery"] != "pending" {
-			continue
-		}
-		var f Facts
-		if err := json.Unmarshal(r.Facts, &f); err != nil || f.ExecutionID == "" {
-			continue
-		}
-		owed = append(owed, f)
-	}
-	return owed
-}
-
 // redeliver makes again the deliveries a previous helper left pending.
 // The unread range the result had at settlement is read from its spool;
 // once durable, the journal says so, and the owner owes attention as for
@@ -369,10 +347,7 @@ func (s *Session) redeliver(owed []Facts) {
 		epoch := s.attentionEpoch()
 		d := Delivery{Owner: f.Owner, Kind: KindExecution, Attrs: executionAttrs(f), Observation: &obs}
 		s.mail.post(d, func(d Delivery) {
-			s.journal.Append(transcript.Record{
-				Type: transcript.TypeSettled, ExecutionID: f.ExecutionID, ToolUseID: f.ToolUseID, Owner: f.Owner,
-				Facts: factsJSON(f), Attrs: map[string]any{"delivery": "done"},
-			})
+			s.journal.Append(settledRecord(f, "done"))
 			if wake {
 				s.owe(d.Owner, d.DeliveryID, epoch)
 			}

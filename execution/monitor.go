@@ -258,11 +258,10 @@ func (m *Monitor) pump() {
 			Termination: f.Termination, ExitCode: f.ExitCode, Signal: f.Signal, Reason: f.Reason,
 			Events: &events, Suppressed: m.suppressed,
 		}
-		d := Delivery{Owner: owner, Kind: KindMonitorTerminal, Attrs: attrs, Text: monitorNotice(attrs)}
-		m.s.journalNotice(m.e.id, owner, d.Text, map[string]any{
-			"kind": string(KindMonitorTerminal), "monitorId": m.id, "label": f.Label, "status": string(f.Status),
-			"events": events, "suppressed": m.suppressed,
-		})
+		text, notice := monitorNotice(attrs)
+		d := Delivery{Owner: owner, Kind: KindMonitorTerminal, Attrs: attrs, Text: text}
+		notice["monitorId"] = m.id
+		m.s.journalNotice(m.e.id, owner, text, notice)
 		m.s.mail.post(d, func(d Delivery) {
 			if wake {
 				m.s.owe(owner, d.DeliveryID, epoch)
@@ -271,9 +270,10 @@ func (m *Monitor) pump() {
 	}
 }
 
-// monitorNotice is the terminal line, built from attributes only. A
-// plain stop needs no reason; a timeout or a throttle stop says why.
-func monitorNotice(a DeliveryAttrs) string {
+// monitorNotice is the terminal line, built from attributes only, and
+// those attributes. A plain stop needs no reason; a timeout or a throttle
+// stop says why.
+func monitorNotice(a DeliveryAttrs) (string, map[string]any) {
 	attrs := map[string]any{
 		"kind": string(KindMonitorTerminal), "label": a.Label, "command": a.Command,
 		"status": string(a.Status), "signal": a.Signal, "suppressed": a.Suppressed,
@@ -287,7 +287,7 @@ func monitorNotice(a DeliveryAttrs) string {
 	if a.Status != StatusStopped || strings.Contains(a.Reason, "noisy") {
 		attrs["reason"] = a.Reason
 	}
-	return transcript.Notice(attrs)
+	return transcript.Notice(attrs), attrs
 }
 
 // lookupMonitor finds a monitor visible to c.

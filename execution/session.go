@@ -185,7 +185,7 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 	m.opening[id] = true
 	m.mu.Unlock()
 	// Recovery may have processes to kill: other sessions go on meanwhile.
-	lock, journal, recovered, err := prepareStateDir(stateDir, m.reclaimRemote)
+	lock, journal, recovered, owed, err := prepareStateDir(stateDir, m.reclaimRemote)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.opening, id)
@@ -224,29 +224,28 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 	s.Go(func() { s.env.Get(life) })
 	s.Go(s.retirer)
 	s.Go(s.mail.run)
-	s.redeliver(owedDeliveries(journal))
+	s.redeliver(owed)
 	return SessionInfo{SessionID: id, StateDir: stateDir, IDPrefix: s.prefix, Recovered: recovered}, nil
 }
 
 // prepareStateDir makes the state directory, takes its lock, and opens
 // its journal, recovering what a previous helper left unsettled.
-func prepareStateDir(stateDir string, onHost remoteKill) (*os.File, *transcript.Journal, []Facts, error) {
-	if err := makePrivateDir(stateDir); err != nil {
-		return nil, nil, nil, err
+// The owed deliveries are openJournal's.
+func prepareStateDir(stateDir string, onHost remoteKill) (lock *os.File, j *transcript.Journal, recovered, owed []Facts, err error) {
+	if err = makePrivateDir(stateDir); err != nil {
+		return
 	}
-	if err := makePrivateDir(filepath.Join(stateDir, "executions")); err != nil {
-		return nil, nil, nil, err
+	if err = makePrivateDir(filepath.Join(stateDir, "executions")); err != nil {
+		return
 	}
-	lock, err := lockStateDir(stateDir)
-	if err != nil {
-		return nil, nil, nil, err
+	if lock, err = lockStateDir(stateDir); err != nil {
+		return
 	}
-	journal, recovered, err := openJournal(stateDir, onHost)
-	if err != nil {
+	if j, recovered, owed, err = openJournal(stateDir, onHost); err != nil {
 		_ = lock.Close()
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	return lock, journal, recovered, nil
+	return
 }
 
 func makePrivateDir(dir string) error {

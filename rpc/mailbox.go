@@ -45,8 +45,7 @@ func (s *Server) monitorList(req *jsonrpc2.Request, r *reply) {
 
 func (s *Server) ownerState(req *jsonrpc2.Request, r *reply) {
 	var p OwnerStateParams
-	var auth Authority
-	_, sess, ok := s.prepare(req, r, &p, &auth, &p.SessionID)
+	sess, ok := s.prepareSession(req, r, &p, &p.SessionID)
 	if !ok {
 		return
 	}
@@ -67,8 +66,7 @@ func (s *Server) ownerState(req *jsonrpc2.Request, r *reply) {
 
 func (s *Server) ownerRetire(req *jsonrpc2.Request, r *reply) {
 	var p OwnerRetireParams
-	var auth Authority
-	_, sess, ok := s.prepare(req, r, &p, &auth, &p.SessionID)
+	sess, ok := s.prepareSession(req, r, &p, &p.SessionID)
 	if !ok {
 		return
 	}
@@ -78,8 +76,7 @@ func (s *Server) ownerRetire(req *jsonrpc2.Request, r *reply) {
 
 func (s *Server) mailboxAck(req *jsonrpc2.Request, r *reply) {
 	var p MailboxAckParams
-	var auth Authority
-	_, sess, ok := s.prepare(req, r, &p, &auth, &p.SessionID)
+	sess, ok := s.prepareSession(req, r, &p, &p.SessionID)
 	if !ok {
 		return
 	}

@@ -411,6 +411,14 @@ func (s *Server) prepare(req *jsonrpc2.Request, r *reply, p any, auth *Authority
 	return c, sess, true
 }
 
+// prepareSession is prepare for the methods that take no authority: the
+// session's own bookkeeping (acks, owner state, the journal).
+func (s *Server) prepareSession(req *jsonrpc2.Request, r *reply, p any, sid *string) (*execution.Session, bool) {
+	var none Authority
+	_, sess, ok := s.prepare(req, r, p, &none, sid)
+	return sess, ok
+}
+
 func (s *Server) execStart(req *jsonrpc2.Request, r *reply) {
 	var p ExecStartParams
 	c, sess, ok := s.prepare(req, r, &p, &p.Authority, &p.SessionID)

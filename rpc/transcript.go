@@ -45,8 +45,7 @@ type SessionCanRewindResult struct {
 
 func (s *Server) transcriptRecords(req *jsonrpc2.Request, r *reply) {
 	var p TranscriptRecordsParams
-	var auth Authority
-	_, sess, ok := s.prepare(req, r, &p, &auth, &p.SessionID)
+	sess, ok := s.prepareSession(req, r, &p, &p.SessionID)
 	if !ok {
 		return
 	}
@@ -56,8 +55,7 @@ func (s *Server) transcriptRecords(req *jsonrpc2.Request, r *reply) {
 
 func (s *Server) transcriptCheckpoint(req *jsonrpc2.Request, r *reply) {
 	var p TranscriptCheckpointParams
-	var auth Authority
-	_, sess, ok := s.prepare(req, r, &p, &auth, &p.SessionID)
+	sess, ok := s.prepareSession(req, r, &p, &p.SessionID)
 	if !ok {
 		return
 	}
@@ -71,8 +69,7 @@ func (s *Server) transcriptCheckpoint(req *jsonrpc2.Request, r *reply) {
 
 func (s *Server) sessionCanRewind(req *jsonrpc2.Request, r *reply) {
 	var p SessionCanRewindParams
-	var auth Authority
-	_, sess, ok := s.prepare(req, r, &p, &auth, &p.SessionID)
+	sess, ok := s.prepareSession(req, r, &p, &p.SessionID)
 	if !ok {
 		return
 	}

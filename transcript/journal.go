@@ -252,30 +252,36 @@ func (j *Journal) Records(since uint64, limit int) (recs []Record, next uint64, 
 	return recs, recs[n-1].Seq, nil
 }
 
-// Unsettled returns, in seq order, the latest row of each execution that
-// has neither a settled nor a lost record: what a crash left running.
-func (j *Journal) Unsettled() []Record {
+// Latest returns, in the order executions first appear, the latest
+// record carrying each execution's facts (row, settled or lost): where
+// every execution stands.
+func (j *Journal) Latest() []Record {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	rows := make(map[string]int) // execution → index of its latest row
-	ended := make(map[string]bool)
-	for i, e := range j.recs {
+	at := make(map[string]int) // execution → index in out
+	var out []Record
+	for _, e := range j.recs {
 		id := e.rec.ExecutionID
-		if id == "" {
+		if id == "" || !hasFacts(e.rec.Type) {
 			continue
 		}
-		switch e.rec.Type {
-		case TypeRow:
-			rows[id] = i
-		case TypeSettled, TypeLost:
-			ended[id] = true
+		if i, ok := at[id]; ok {
+			out[i] = e.rec.clone()
+			continue
 		}
+		at[id] = len(out)
+		out = append(out, e.rec.clone())
 	}
+	return out
+}
+
+// Unsettled returns the latest row of each execution that has neither a
+// settled nor a lost record after it: what a crash left running.
+func (j *Journal) Unsettled() []Record {
 	var out []Record
-	for i, e := range j.recs {
-		id := e.rec.ExecutionID
-		if e.rec.Type == TypeRow && id != "" && !ended[id] && rows[id] == i {
-			out = append(out, e.rec.clone())
+	for _, r := range j.Latest() {
+		if r.Type == TypeRow {
+			out = append(out, r)
 		}
 	}
 	return out

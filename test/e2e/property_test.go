@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -118,35 +117,11 @@ func startListener(t *testing.T) *listener {
 		if s := l.stderr.String(); strings.Contains(s, "DATA RACE") || strings.Contains(s, "panic") || strings.Contains(s, "BUG") {
 			t.Errorf("helper stderr:\n%s", s)
 		}
-		if left := processesWithHome(home); len(left) > 0 {
+		if left := taggedProcesses(home); len(left) > 0 {
 			t.Errorf("processes left behind: %v", left)
 		}
 	})
 	return l
-}
-
-// processesWithHome lists live execution processes of the helper that
-// runs in home (its private HOME is in their environment), and no other
-// test's, since the suite's packages may run side by side.
-func processesWithHome(home string) []string {
-	var out []string
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !bytes.Contains(env, []byte("MEVEDEL_EXEC_TAG=")) ||
-			!slices.Contains(strings.Split(string(env), "\x00"), "HOME="+home) {
-			continue
-		}
-		if st, ok := procState(pid); ok && st != 'Z' {
-			cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-			out = append(out, fmt.Sprintf("%d %q", pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
-		}
-	}
-	return out
 }
 
 // dial connects to the helper. handle runs on the connection's read loop,
@@ -184,67 +159,6 @@ func (l *listener) dial(handle func(*jsonrpc2.Conn, note)) *jsonrpc2.Conn {
 		// Dropped connections are the point here: replies to requests
 		// cut off by a drop are expected, not worth a log line.
 		jsonrpc2.SetLogger(log.New(io.Discard, "", 0)))
-}
-
-func TestReattachedClientGetsPendingDeliveryAgain(t *testing.T) {
-	l := startListener(t)
-	got := make(chan delivery, 64)
-	handle := func(_ *jsonrpc2.Conn, n note) {
-		var d delivery
-		if n.Method == "mailbox/deliver" && json.Unmarshal(n.Params, &d) == nil {
-			select {
-			case got <- d:
-			default: // never block the read loop
-			}
-		}
-	}
-	next := func() delivery {
-		t.Helper()
-		select {
-		case d := <-got:
-			return d
-		case <-time.After(waitBound):
-			t.Fatal("no delivery")
-			return delivery{}
-		}
-	}
-	conn := l.dial(handle)
-	// Closed before the listener's cleanup, which cannot connect while a
-	// client is attached.
-	t.Cleanup(func() { conn.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
-	defer cancel()
-	sid := "reattach"
-	// A short ack timeout bounds the wait should the resend go out before
-	// the helper has taken the new connection (see ServeListener).
-	if err := conn.Call(ctx, "session/open", map[string]any{"sessionId": sid, "stateDir": filepath.Join(l.home, "state"),
-		"limits": map[string]any{"ackTimeoutMs": 2000}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	gate := fifo(t, "gate")
-	var o obs
-	if err := conn.Call(ctx, "exec/start", map[string]any{"sessionId": sid, "command": "read < " + gate + "; echo kept", "yieldMs": 0, "env": map[string]string{"MEVEDEL_E2E": "1"}}, &o); err != nil || o.Final {
-		t.Fatalf("start: %+v %v", o, err)
-	}
-	release(t, gate)
-	first := next()
-	// Leave without acking or shutting down; the result waits for the next
-	// client.
-	conn.Close()
-	conn = l.dial(handle)
-	again := next()
-	if again.DeliveryID != first.DeliveryID || again.Attempt < 2 || again.Observation.Output != "kept\n" {
-		t.Fatalf("after reattach %+v, first %+v", again, first)
-	}
-	if err := conn.Call(ctx, "mailbox/ack", map[string]any{"sessionId": sid, "deliveryId": again.DeliveryID, "durable": true}, nil); err != nil {
-		t.Fatal(err)
-	}
-	var r struct{ Discarded int }
-	if err := conn.Call(ctx, "session/close", map[string]any{"sessionId": sid}, &r); err != nil || r.Discarded != 0 {
-		t.Fatalf("close: %+v %v", r, err)
-	}
-	_ = conn.Call(ctx, "shutdown", nil, nil)
-	conn.Close()
 }
 
 // What the acknowledging client does with one send of a delivery.
