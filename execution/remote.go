@@ -134,7 +134,7 @@ func (s *Session) StartAndAwait(ctx context.Context, c Caller, p StartParams, yi
 				return
 			}
 		}
-		p.remote = &remoteExec{pool: pool, target: resolved}
+		p.remote = &remoteExec{pool: pool, named: t, target: resolved}
 		e, err := s.Start(c, p)
 		if err != nil {
 			reply(Observation{}, err)
@@ -161,8 +161,13 @@ func (p StartParams) target(cwd string) (string, error) {
 
 // remoteExec is what an execution on an SSH host needs beyond a local one.
 type remoteExec struct {
-	pool   *remote.Pool  // immutable
-	target remote.Target // immutable; resolved, Path is the remote directory
+	pool *remote.Pool // immutable
+	// named is the target as the cwd names it, which every pool call
+	// takes: the pool applies ~/.ssh/config to it (cached). Given the
+	// resolved target instead, it would look up the real host name, and
+	// an IdentityFile set for the alias would be lost.
+	named  remote.Target
+	target remote.Target // immutable; resolved, for the facts
 
 	pub publisher
 }
@@ -190,7 +195,7 @@ type remoteRunner struct{ e *Execution }
 
 func (r remoteRunner) Start(spec Spec) (Process, error) {
 	e, rx := r.e, r.e.remote
-	env, err := rx.pool.LoginEnv(e.ctx, rx.target)
+	env, err := rx.pool.LoginEnv(e.ctx, rx.named)
 	var rs remote.Spec
 	switch {
 	case err == nil:
@@ -205,8 +210,8 @@ func (r remoteRunner) Start(spec Spec) (Process, error) {
 		logf("execution %s: %v; using the environment sshd gives", e.id, err)
 		rs.Env, rs.Overlay = spec.Env, true
 	}
-	rs.Command, rs.Dir, rs.TTY, rs.Tag = spec.Command, rx.target.Path, spec.TTY, spec.Tag
-	proc, err := rx.pool.Start(e.ctx, rx.target, rs)
+	rs.Command, rs.Dir, rs.TTY, rs.Tag = spec.Command, rx.named.Path, spec.TTY, spec.Tag
+	proc, err := rx.pool.Start(e.ctx, rx.named, rs)
 	if err != nil {
 		if e.ctx.Err() != nil {
 			return nil, context.Cause(e.ctx)
@@ -271,6 +276,7 @@ const (
 	publishCheck = 250 * time.Millisecond // how often a yielded execution is looked at
 	publishEvery = time.Second            // least time between two publications of growth
 	publishLast  = 10 * time.Second       // bound of the publication before settlement
+	publishRetry = 30 * time.Second       // most time between attempts after failures
 )
 
 type publisher struct {
@@ -278,8 +284,9 @@ type publisher struct {
 	stop context.CancelFunc
 	done chan struct{} // closed when the loop has ended
 
-	mu   sync.Mutex
-	sent int64 // guarded by mu; bytes the remote copy holds
+	// sent is how many bytes the remote copy holds; only the loop and,
+	// after it ended, finish touch it.
+	sent int64
 }
 
 // start runs the publication loop of e until finish.
@@ -291,6 +298,7 @@ func (pb *publisher) start(e *Execution) {
 		tick := time.NewTicker(publishCheck)
 		defer tick.Stop()
 		var last time.Time
+		wait := time.Duration(0) // the first publication goes at once
 		for {
 			select {
 			case <-pb.ctx.Done():
@@ -298,15 +306,18 @@ func (pb *publisher) start(e *Execution) {
 			case <-tick.C:
 			}
 			f := e.Facts()
-			pb.mu.Lock()
-			sent := pb.sent
-			pb.mu.Unlock()
-			if !f.Yielded || (f.PublishedPath != "" && (f.OutputBytes == sent || time.Since(last) < publishEvery)) {
+			if !f.Yielded || time.Since(last) < wait || (f.PublishedPath != "" && f.OutputBytes == pb.sent) {
 				continue
 			}
 			last = time.Now()
 			ctx, cancel := context.WithTimeout(pb.ctx, publishLast)
-			pb.publish(ctx, e)
+			if pb.publish(ctx, e) {
+				wait = publishEvery
+			} else {
+				// A host without SFTP, or an unwritable directory: try
+				// again ever more rarely, not four times a second.
+				wait = min(max(2*wait, publishEvery), publishRetry)
+			}
 			cancel()
 		}
 	}()
@@ -329,25 +340,23 @@ func (pb *publisher) finish(e *Execution) {
 }
 
 // publish sends what the remote copy lacks and records its path in the
-// facts on the first success.
-func (pb *publisher) publish(ctx context.Context, e *Execution) {
+// facts on the first success. It reports whether it succeeded.
+func (pb *publisher) publish(ctx context.Context, e *Execution) bool {
 	rx := e.remote
 	f, err := os.Open(e.sp.Path())
 	if err != nil {
 		logf("execution %s: publishing: %v", e.id, err)
-		return
+		return false
 	}
 	defer f.Close()
 	size := e.sp.Bytes()
 	dest := path.Join(e.s.artifactDir(), "executions", e.id+".log")
-	abs, err := rx.pool.Publish(ctx, rx.target, dest, f, size)
+	abs, err := rx.pool.Publish(ctx, rx.named, dest, f, size)
 	if err != nil {
 		logf("execution %s: publishing to %s: %v", e.id, rx.target, err)
-		return
+		return false
 	}
-	pb.mu.Lock()
 	pb.sent = size
-	pb.mu.Unlock()
 	e.mu.Lock()
 	first := e.facts.PublishedPath != abs
 	if first {
@@ -358,6 +367,7 @@ func (pb *publisher) publish(ctx context.Context, e *Execution) {
 	if first {
 		e.s.changed() // a panel may link to it
 	}
+	return true
 }
 
 // beforeSettle runs once the command and its output have ended, before

@@ -170,9 +170,8 @@ func TestRemoteYieldThenPoll(t *testing.T) {
 			leaderStart = r.Leader.StartTime
 		}
 	}
-	if b, err := os.ReadFile("/proc/" + strconv.Itoa(running.Facts.Pid) + "/stat"); err != nil ||
-		strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))[19] != strconv.FormatUint(leaderStart, 10) {
-		t.Fatalf("row leader start %d, /proc says %q (%v)", leaderStart, b, err)
+	if st, ok := execution.StartTime(running.Facts.Pid); !ok || st != leaderStart {
+		t.Fatalf("row leader start %d, /proc says %d (%v)", leaderStart, st, ok)
 	}
 	release(t, gate)
 	rest, final := s.waitFinal(f.ExecutionID, nil)
@@ -611,6 +610,18 @@ func TestRemoteConnectNeverBlocksTheHelper(t *testing.T) {
 
 func TestRemoteSSHConfigAlias(t *testing.T) {
 	h, srv := remoteHelper(t)
+	// The only key is one that just the alias names: every connection
+	// made for an execution must use it, also the new one that cleans up
+	// after a cut.
+	sshDir := filepath.Join(srv.Home, ".ssh")
+	special := filepath.Join(sshDir, "alias_key")
+	if err := os.Rename(filepath.Join(sshDir, "id_ed25519"), special); err != nil {
+		t.Fatal(err)
+	}
+	conf := fmt.Sprintf("Host %s\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n", sshd.Alias, srv.Port, srv.User, special)
+	if err := os.WriteFile(filepath.Join(sshDir, "config"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	s, _ := openRemote(h)
 	dir := t.TempDir()
 	cwd := "/ssh:" + sshd.Alias + ":" + dir
@@ -622,6 +633,19 @@ func TestRemoteSSHConfigAlias(t *testing.T) {
 	// The facts name the host the alias resolves to; cwd stays as given.
 	if f.Target != targetOf(srv) || f.Cwd != cwd {
 		t.Fatalf("target %q cwd %q", f.Target, f.Cwd)
+	}
+
+	o = s.mustStart("echo started; exec sleep 1000", map[string]any{"cwd": cwd, "yieldMs": 0})
+	s.observeUntil(o, "started")
+	leader := s.mustObserve(o.Facts.ExecutionID, nil).Facts.Pid
+	if srv.KillConnections() == 0 {
+		t.Fatal("no connection to cut")
+	}
+	if _, final := s.waitFinal(o.Facts.ExecutionID, nil); final.Facts.Termination != execution.Unknown {
+		t.Fatalf("after the cut: %+v", final.Facts)
+	}
+	if alive(leader) {
+		t.Fatalf("the orphaned command %d still runs: the cleanup did not reconnect with the alias's key", leader)
 	}
 }
 
@@ -729,12 +753,9 @@ func TestRemoteLostRunReclaimedOnTheHost(t *testing.T) {
 	}
 	open(h1, "first")
 	s1 := &session{h: h1, id: "first", stateDir: dir}
-	o := s1.mustStart(`(echo "pid $BASHPID"; exec sleep 1000) | (read x; echo "$x"; echo "pid $BASHPID"; exec sleep 1001)`,
+	o := s1.mustStart(`(echo "pid $BASHPID"; exec sleep 1000) | (read x; echo "$x"; echo "pid $BASHPID"; echo both; exec sleep 1001)`,
 		map[string]any{"cwd": tramp(srv, t.TempDir()), "yieldMs": 0, "label": "Remote build"})
-	out := s1.observeUntil(o, "pid")
-	for len(pidsIn(out)) < 2 {
-		out += s1.mustObserve(o.Facts.ExecutionID, map[string]any{"waitMs": 1000}).Output
-	}
+	out := s1.observeUntil(o, "both")
 	f := h1.waitState(o.Facts.ExecutionID, execution.Running)
 	pids := append([]int{f.Pid}, pidsIn(out)...)
 	s1.checkpoint()

@@ -146,16 +146,10 @@ func TestKilledHelperRunsAreLostAndReclaimed(t *testing.T) {
 	h1 := startHelper(t)
 	s1 := h1.openAt(dir, nil)
 	// Both sides of the pipe print their pid once they exist.
-	o := s1.mustStart(`(echo "pid $BASHPID"; exec sleep 1000) | (read x; echo "$x"; echo "pid $BASHPID"; exec sleep 1001)`,
+	o := s1.mustStart(`(echo "pid $BASHPID"; exec sleep 1000) | (read x; echo "$x"; echo "pid $BASHPID"; echo both; exec sleep 1001)`,
 		map[string]any{"yieldMs": 0, "label": "Long build"})
 	id := o.Facts.ExecutionID
-	out := o.Output
-	for len(pidsIn(out)) < 2 {
-		out = s1.observeUntil(obs{Facts: o.Facts, Output: out}, "pid")
-		if len(pidsIn(out)) < 2 {
-			out += s1.mustObserve(id, map[string]any{"waitMs": 1000}).Output
-		}
-	}
+	out := s1.observeUntil(o, "both")
 	f := h1.waitState(id, execution.Running)
 	pids := append([]int{f.Pid}, pidsIn(out)...)
 	// A monitor's own execution, and one queued behind a foreground
@@ -201,7 +195,7 @@ func TestKilledHelperRunsAreLostAndReclaimed(t *testing.T) {
 	if len(byID) != 4 {
 		t.Fatalf("recovered %d executions, want 4: %+v", len(byID), info.Recovered)
 	}
-	if r := byID[id]; !strings.Contains(r.Reason, "killed") || r.OutputBytes != int64(len(out)) || r.OutputLines != 2 {
+	if r := byID[id]; !strings.Contains(r.Reason, "killed") || r.OutputBytes != int64(len(out)) || r.OutputLines != 3 {
 		t.Errorf("long build: reason %q, %d bytes in %d lines (printed %q)", r.Reason, r.OutputBytes, r.OutputLines, out)
 	}
 	if r := byID[queued.Facts.ExecutionID]; !strings.Contains(r.Reason, "before it started") {
