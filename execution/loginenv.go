@@ -8,12 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/mevedel/mevedel-exec/internal/envlist"
 	"golang.org/x/sys/unix"
 )
 
@@ -40,9 +40,6 @@ type loginEnv struct {
 	capturing chan struct{} // guarded by mu; non-nil while a capture runs
 }
 
-// dropped are variables a login shell sets for itself, not for children.
-var dropped = map[string]bool{"_": true, "SHLVL": true, "PWD": true, "OLDPWD": true}
-
 // captureTimeout bounds a hung profile; the helper's own environment is
 // used then.
 const captureTimeout = 15 * time.Second
@@ -65,7 +62,7 @@ func profileFiles(home string) []string {
 }
 
 func (l *loginEnv) currentSignature() string {
-	home := envValue(l.base, "HOME")
+	home := envlist.Value(l.base, "HOME")
 	var b strings.Builder
 	for _, f := range profileFiles(home) {
 		fi, err := os.Stat(f)
@@ -151,7 +148,7 @@ func (l *loginEnv) capture() ([]string, error) {
 	cmd.Env = append(l.base[:len(l.base):len(l.base)], tag)
 	cmd.ExtraFiles = []*os.File{pw}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if home := envValue(l.base, "HOME"); home != "" {
+	if home := envlist.Value(l.base, "HOME"); home != "" {
 		cmd.Dir = home
 	}
 	if err := spawn(cmd); err != nil {
@@ -198,7 +195,7 @@ func (l *loginEnv) capture() ([]string, error) {
 	if res.err != nil && !errors.Is(res.err, os.ErrClosed) {
 		return nil, res.err
 	}
-	return parseEnv0(res.data), nil
+	return envlist.Parse0(res.data), nil
 }
 
 // stopGroup ends a login shell politely (a profile killed mid-way may leave
@@ -220,31 +217,6 @@ func killTagged(pgid int, tag string) {
 	for _, m := range members(pgid, tag, 0) {
 		_ = unix.Kill(m.pid, unix.SIGKILL)
 	}
-}
-
-func parseEnv0(data []byte) []string {
-	var vars []string
-	for _, kv := range bytes.Split(data, []byte{0}) {
-		if len(kv) == 0 {
-			continue
-		}
-		k, _, ok := strings.Cut(string(kv), "=")
-		if !ok || dropped[k] || strings.HasPrefix(k, "MEVEDEL_EXEC_TAG") {
-			continue
-		}
-		vars = append(vars, string(kv))
-	}
-	sort.Strings(vars)
-	return vars
-}
-
-func envValue(env []string, key string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
 }
 
 // Defaults are set on top of the login environment for every command; the

@@ -109,11 +109,3 @@ func TestMergeEnvLaterLayersWin(t *testing.T) {
 		}
 	}
 }
-
-func TestParseEnv0DropsShellPrivateVariables(t *testing.T) {
-	got := parseEnv0([]byte("A=1\x00SHLVL=2\x00PWD=/x\x00_=/usr/bin/env\x00MEVEDEL_EXEC_TAG=x\x00BASH_FUNC_f%%=() {  echo\n}\x00"))
-	want := []string{"A=1", "BASH_FUNC_f%%=() {  echo\n}"}
-	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
-		t.Fatalf("%q", got)
-	}
-}

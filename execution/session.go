@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mevedel/mevedel-exec/execution/analyze"
+	"github.com/mevedel/mevedel-exec/internal/envlist"
 	"github.com/mevedel/mevedel-exec/internal/fault"
 	"github.com/mevedel/mevedel-exec/spool"
 	"github.com/mevedel/mevedel-exec/transcript"
@@ -446,7 +447,7 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 	}
 	cwd := p.Cwd
 	if cwd == "" {
-		cwd = envValue(os.Environ(), "HOME")
+		cwd = envlist.Value(os.Environ(), "HOME")
 	}
 	if !filepath.IsAbs(cwd) {
 		return nil, fault.New(fault.InvalidParams, "cwd must be an absolute path, got %q", p.Cwd)

@@ -7,7 +7,7 @@ import (
 
 // ErrUnavailable classifies every failure to reach a host or to keep talking
 // to it: dial and handshake errors, authentication, host keys, a lost
-// connection. The rpc edge maps it to `unavailable`.
+// connection. The execution package answers it as `unavailable`.
 var ErrUnavailable = errors.New("remote: host unavailable")
 
 // ErrAmbiguous is returned by Signal when the leader's identity no longer

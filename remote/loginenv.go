@@ -7,10 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"time"
 
+	"github.com/mevedel/mevedel-exec/internal/envlist"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -25,14 +25,10 @@ type envCall struct {
 // loginEnvTimeout bounds a hung remote profile.
 const loginEnvTimeout = 15 * time.Second
 
-// dropped are variables a login shell sets for itself, or that describe
-// the capture's own session rather than a command's.
-var dropped = map[string]bool{
-	"_": true, "SHLVL": true, "PWD": true, "OLDPWD": true,
-	// With these set and SHLVL unset, bash takes itself for a shell
-	// started by sshd and reads ~/.bashrc for every command.
-	"SSH_CLIENT": true, "SSH2_CLIENT": true, "SSH_TTY": true,
-}
+// sshdOwn describe the capture's own SSH session rather than a
+// command's. With them set and SHLVL unset, bash takes itself for a shell
+// started by sshd and reads ~/.bashrc for every command.
+var sshdOwn = []string{"SSH_CLIENT", "SSH2_CLIENT", "SSH_TTY"}
 
 // LoginEnv returns the remote user's login environment: what `bash -l`
 // exports on the host, captured once per connection (a reconnection
@@ -111,20 +107,7 @@ func (p *Pool) captureEnv(r resolved) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("remote: %s: capturing the login environment: %w", r.Target, err)
 	}
-	return parseEnv0(out), nil
-}
-
-func parseEnv0(data []byte) []string {
-	var vars []string
-	for _, kv := range bytes.Split(data, []byte{0}) {
-		k, _, ok := strings.Cut(string(kv), "=")
-		if !ok || k == "" || dropped[k] || strings.HasPrefix(k, "MEVEDEL_EXEC_TAG") {
-			continue
-		}
-		vars = append(vars, string(kv))
-	}
-	sort.Strings(vars)
-	return vars
+	return envlist.Parse0(out, sshdOwn...), nil
 }
 
 // maxCapture bounds what capture keeps.

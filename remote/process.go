@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mevedel/mevedel-exec/internal/envlist"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
 )
@@ -117,7 +118,7 @@ func (p *Pool) Start(ctx context.Context, t Target, spec Spec) (*Process, error)
 	if err != nil {
 		return nil, err
 	}
-	proc, err := p.launch(c, ch, reqs, r, spec.TTY, envValue(spec.Env, "TERM"), wrapperCommand(spec))
+	proc, err := p.launch(c, ch, reqs, r, spec.TTY, envlist.Value(spec.Env, "TERM"), wrapperCommand(spec))
 	if err != nil {
 		return nil, err
 	}
@@ -499,12 +500,3 @@ func (proc *Process) CloseOutput() error {
 
 // Transport is closed when the connection carrying the command dies.
 func (proc *Process) Transport() <-chan struct{} { return proc.conn.dead }
-
-func envValue(env []string, key string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
-}
