@@ -208,8 +208,7 @@ It is worded as the helper words its breadcrumbs."
   "Return the view status of RECORD, or nil.
 A notice keeps its status among its attributes."
   (or (mevedel-execution-transcript--field record :status)
-      (plist-get (plist-get record :attrs) :status)
-      (and (equal (plist-get record :type) "lost") "lost")))
+      (plist-get (plist-get record :attrs) :status)))
 
 (define-button-type 'mevedel-execution-transcript-show-result
   'action #'mevedel-execution-transcript--show-result

@@ -564,40 +564,63 @@ process filter, where waiting would corrupt the stream, it signals
 
 (defun mevedel-execution--dispatch-notification (conn method params)
   "Queue the notification METHOD with PARAMS from CONN's helper.
-CONN may be nil, meaning the current helper.  It is routed after
-everything queued before it; see `mevedel-execution--defer'."
+It is routed after everything queued before it; see
+`mevedel-execution--defer'."
   (mevedel-execution--defer #'mevedel-execution--route-notification
-                            (or conn mevedel-execution--current) method params))
+                            conn method params))
 
 (defun mevedel-execution--route-notification (conn method params)
   "Route the notification METHOD with PARAMS from CONN's helper.
-No error leaves this function: the queue goes on after it."
+Listeners and sinks run in a temporary buffer, not the caller's;
+events nobody listens to are dropped at once.  No error leaves this
+function: the queue goes on after it."
   (condition-case err
-      (with-temp-buffer
-        (pcase method
-          ('exec/progress (mevedel-execution--run-event 'progress params))
-          ('exec/changed (mevedel-execution--run-event 'changed params))
-          ('exec/settled (mevedel-execution--run-event 'settled params))
-          ('session/wake
-           (mevedel-execution--run-event 'wake params)
-           (mevedel-execution--wake conn params))
-          ('mailbox/deliver (mevedel-execution--deliver conn params))
-          (_ nil)))
+      (pcase method
+        ((or 'exec/progress 'exec/changed 'exec/settled)
+         ;; Most notifications are events, often with nobody listening.
+         (when (default-value 'mevedel-execution-event-functions)
+           (with-temp-buffer
+             (mevedel-execution--run-event
+              (pcase method
+                ('exec/progress 'progress)
+                ('exec/changed 'changed)
+                (_ 'settled))
+              params))))
+        ('session/wake
+         (with-temp-buffer
+           (let* ((wake (mevedel-execution--normalize params))
+                  (session-id (plist-get wake :session-id))
+                  (owner (plist-get wake :owner))
+                  (ids (copy-sequence (plist-get wake :delivery-ids))))
+             ;; A listener may change WAKE: what the wake needs is read first.
+             (mevedel-execution--emit 'wake wake)
+             (mevedel-execution--wake conn session-id owner ids))))
+        ('mailbox/deliver
+         (with-temp-buffer (mevedel-execution--deliver conn params)))
+        (_ nil))
     (error (message "mevedel-exec: handling %s: %s" method (error-message-string err)))))
 
 (defun mevedel-execution--run-event (type params)
   "Give each of `mevedel-execution-event-functions' its copy of PARAMS.
 TYPE names the event."
   (when mevedel-execution-event-functions
-    (let ((plist (mevedel-execution--normalize params)))
-      (run-hook-wrapped
-       'mevedel-execution-event-functions
-       (lambda (fn)
-         (condition-case-unless-debug err
-             (funcall fn type (copy-tree plist))
-           (error (message "mevedel-exec: error in %s listener: %s"
-                           type (error-message-string err))))
-         nil)))))
+    (mevedel-execution--emit type (mevedel-execution--normalize params))))
+
+(defun mevedel-execution--emit (type plist)
+  "Give each of `mevedel-execution-event-functions' its copy of PLIST.
+TYPE names the event.  PLIST is fresh and nobody else's: the last
+listener gets it, each other one a copy taken before any ran."
+  (let ((fns nil))
+    (run-hook-wrapped 'mevedel-execution-event-functions
+                      (lambda (fn) (push fn fns) nil))
+    (setq fns (nreverse fns))
+    (while fns
+      (let ((fn (pop fns))
+            (arg (if fns (copy-tree plist) plist)))
+        (condition-case-unless-debug err
+            (funcall fn type arg)
+          (error (message "mevedel-exec: error in %s listener: %s"
+                          type (error-message-string err))))))))
 
 (defun mevedel-execution--session-on (conn session-id)
   "Return the open session SESSION-ID on CONN's helper, or nil."
@@ -608,13 +631,11 @@ TYPE names the event."
                           (mevedel-execution--generation conn))))
               mevedel-execution--sessions))
 
-(defun mevedel-execution--wake (conn params)
-  "Run `mevedel-execution-wake-functions' for the wake PARAMS from CONN.
-A wake for a session that is not open on CONN's helper is dropped."
-  (let* ((wake (mevedel-execution--normalize params))
-         (session (mevedel-execution--session-on conn (plist-get wake :session-id)))
-         (owner (plist-get wake :owner))
-         (ids (plist-get wake :delivery-ids)))
+(defun mevedel-execution--wake (conn session-id owner ids)
+  "Run `mevedel-execution-wake-functions' for a wake from CONN.
+It is for OWNER of SESSION-ID, about the deliveries IDS.  A wake
+for a session that is not open on CONN's helper is dropped."
+  (let ((session (mevedel-execution--session-on conn session-id)))
     (when session
       (run-hook-wrapped
        'mevedel-execution-wake-functions

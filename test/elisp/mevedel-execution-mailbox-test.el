@@ -39,17 +39,25 @@ Opening a fifo waits for its reader; `timeout' bounds that."
                                "sh" "-c" "echo go > \"$1\"" "sh" fifo))
     (ert-fail (format "nobody read the gate %s" fifo))))
 
-(defun mevedel-execution-mailbox-test--background (session text &optional owner)
-  "Start in SESSION a command that prints TEXT once its gate opens.
-OWNER defaults to \"/root\".  Return (EXECUTION-ID . GATE)."
-  (let* ((gate (mevedel-execution-mailbox-test--gate))
-         (obs (mevedel-execution-test--start
-               session (format "read -r _ < %s; echo %s"
-                               (shell-quote-argument gate) (shell-quote-argument text))
-               :owner owner :yield-time-ms 0)))
+(defun mevedel-execution-mailbox-test--start-background (session command label &rest args)
+  "Start COMMAND labelled LABEL in SESSION in the background; return its id.
+ARGS are more keywords for `mevedel-execution-start-bash'."
+  (let ((obs (apply #'mevedel-execution-test--start session command
+                    :yield-time-ms 0 :label label args)))
     (should-not (plist-get obs :error))
     (should-not (plist-get obs :final))
-    (cons (plist-get (plist-get obs :facts) :execution-id) gate)))
+    (plist-get (plist-get obs :facts) :execution-id)))
+
+(defun mevedel-execution-mailbox-test--background (session text &optional owner label)
+  "Start in SESSION a command that prints TEXT once its gate opens.
+OWNER defaults to \"/root\"; LABEL names the command.  Return
+\(EXECUTION-ID . GATE)."
+  (let ((gate (mevedel-execution-mailbox-test--gate)))
+    (cons (mevedel-execution-mailbox-test--start-background
+           session (format "read -r _ < %s; echo %s"
+                           (shell-quote-argument gate) (shell-quote-argument text))
+           label :owner owner)
+          gate)))
 
 (defun mevedel-execution-mailbox-test--finish (session text &optional owner)
   "Run a command printing TEXT in SESSION to its end in the background.

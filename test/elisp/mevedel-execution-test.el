@@ -339,13 +339,13 @@ call starts a new helper and reopens the session."
                       (should (eq (plist-get params :durable) t))
                       (should (equal (plist-get params :deliveryId) "d-1")))
                     (apply orig conn method params args))))
-        (mevedel-execution--dispatch-notification nil 'mailbox/deliver params)
+        (mevedel-execution--dispatch-notification mevedel-execution--current 'mailbox/deliver params)
         ;; Queued, as from the process filter: the sink has not run yet.
         (should-not records)
         (mevedel-execution--drain)
         ;; The helper sends it again (say the first ack was lost): the sink
         ;; does not see it twice, and the ack is repeated.
-        (mevedel-execution--dispatch-notification nil 'mailbox/deliver params)
+        (mevedel-execution--dispatch-notification mevedel-execution--current 'mailbox/deliver params)
         (mevedel-execution--drain))
       (should (= (length records) 1))
       (should (= acks 2))

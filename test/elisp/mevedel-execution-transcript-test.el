@@ -4,28 +4,20 @@
 
 ;; Transcript rendering from literal records, the fold of records into
 ;; rows, and the background-work panel with its inspector, driven
-;; against the real helper with the fixture of mevedel-execution-test.el.
+;; against the real helper with the fixtures of mevedel-execution-test.el
+;; and mevedel-execution-mailbox-test.el.
 ;; Every wait is a bounded loop on a condition; none sleeps.
 
 ;;; Code:
 
 (require 'ert)
 (require 'cl-lib)
-(require 'mevedel-execution-test
-         (expand-file-name "mevedel-execution-test.el"
+(require 'mevedel-execution-mailbox-test
+         (expand-file-name "mevedel-execution-mailbox-test.el"
                            (file-name-directory (or load-file-name buffer-file-name))))
 (require 'mevedel-execution-transcript)
 
 ;;;; Helpers
-
-(defun mevedel-execution-transcript-test--background (session command label &rest args)
-  "Start COMMAND labelled LABEL in SESSION in the background; return its id.
-ARGS are more keywords for `mevedel-execution-start-bash'."
-  (let ((obs (apply #'mevedel-execution-test--start session command
-                    :yield-time-ms 0 :label label args)))
-    (should-not (plist-get obs :error))
-    (should-not (plist-get obs :final))
-    (plist-get (plist-get obs :facts) :execution-id)))
 
 (defun mevedel-execution-transcript-test--call-with-panel (session fn)
   "Call FN with the panel buffer of SESSION; kill the buffer after."
@@ -68,7 +60,7 @@ ARGS are more keywords for `mevedel-execution-start-bash'."
   "Dispatch an `exec/changed' for SESSION-ID with the wire facts LIVE.
 The panel has handled it, as the queue's timer would, on return."
   (mevedel-execution--dispatch-notification
-   nil 'exec/changed (list :sessionId session-id :live (vconcat live)))
+   mevedel-execution--current 'exec/changed (list :sessionId session-id :live (vconcat live)))
   (mevedel-execution--drain))
 
 (defun mevedel-execution-transcript-test--wait-gone (id what)
@@ -242,9 +234,9 @@ A failure says what the panel and the system knew of the process."
 
 (ert-deftest mevedel-execution-transcript-test-records-call ()
   "The helper's journal gives rows, settlements and one breadcrumb per yield."
-  (mevedel-execution-test--with-helper session
+  (mevedel-execution-mailbox-test--with-helper mevedel-execution-test--limits session _seen
     (let* ((mevedel-execution-mailbox-delivery-function
-            (lambda (_record ack) (funcall ack)))
+            #'mevedel-execution-mailbox-test--acking-sink)
            (settled nil)
            (mevedel-execution-event-functions
             (list (lambda (type plist)
@@ -254,11 +246,12 @@ A failure says what the panel and the system knew of the process."
                                       session "echo fg" :label "Foreground")
                                      :facts)
                           :execution-id))
-           (bg (mevedel-execution-transcript-test--background
-                session "sleep 0.5; echo bg" "Run tests"))
+           (started (mevedel-execution-mailbox-test--background session "bg" nil "Run tests"))
+           (bg (car started))
            (breadcrumb nil)
            (all nil)
            (next nil))
+      (mevedel-execution-mailbox-test--open (cdr started))
       (mevedel-execution-test--wait-until (lambda () (member bg settled)) "the background end")
       ;; The breadcrumb may wait for the delivery to be durable: the sink
       ;; above acknowledges it.
@@ -308,8 +301,8 @@ A failure says what the panel and the system knew of the process."
 (ert-deftest mevedel-execution-transcript-test-panel-follows-events ()
   "The panel lists live work and follows exec/changed, never polling."
   (mevedel-execution-test--with-helper session
-    (let ((a (mevedel-execution-transcript-test--background session "sleep 300" "sleeper"))
-          (b (mevedel-execution-transcript-test--background
+    (let ((a (mevedel-execution-mailbox-test--start-background session "sleep 300" "sleeper"))
+          (b (mevedel-execution-mailbox-test--start-background
               session "sleep 301" nil :owner "/root/worker")))
       (mevedel-execution-transcript-test--with-panel session panel
         (should (equal (buffer-name) "*mevedel background*"))
@@ -333,7 +326,7 @@ A failure says what the panel and the system knew of the process."
         ;; From here on, only events may change the rows.
         (cl-letf (((symbol-function 'mevedel-execution-list-user)
                    (lambda (&rest _) (ert-fail "the panel polled the helper"))))
-          (let ((c (mevedel-execution-transcript-test--background
+          (let ((c (mevedel-execution-mailbox-test--start-background
                     session "echo hi; sleep 302" "third")))
             (mevedel-execution-test--wait-until
              (lambda () (member c (mevedel-execution-transcript-test--ids)))
@@ -374,10 +367,10 @@ A failure says what the panel and the system knew of the process."
 (ert-deftest mevedel-execution-transcript-test-panel-stop-and-interrupt ()
   "k stops the row at point, I interrupts it; each row goes when it settles."
   (mevedel-execution-test--with-helper session
-    (let ((keep (mevedel-execution-transcript-test--background session "sleep 300" "keeper"))
-          (stop (mevedel-execution-transcript-test--background session "sleep 300" "stopper"))
-          (intr (mevedel-execution-transcript-test--background session "sleep 300" "interrupted"))
-          (ctlc (mevedel-execution-transcript-test--background session "sleep 300" "ctrl-c")))
+    (let ((keep (mevedel-execution-mailbox-test--start-background session "sleep 300" "keeper"))
+          (stop (mevedel-execution-mailbox-test--start-background session "sleep 300" "stopper"))
+          (intr (mevedel-execution-mailbox-test--start-background session "sleep 300" "interrupted"))
+          (ctlc (mevedel-execution-mailbox-test--start-background session "sleep 300" "ctrl-c")))
       (mevedel-execution-transcript-test--with-panel session _panel
         (should (equal (mevedel-execution-transcript-test--ids) (list keep stop intr ctlc)))
         (mevedel-execution-transcript-test--press "k" stop)
@@ -396,7 +389,7 @@ A failure says what the panel and the system knew of the process."
 (ert-deftest mevedel-execution-transcript-test-panel-input-inspector-output ()
   "The inspector expands and collapses; s types into a terminal; o opens output."
   (mevedel-execution-test--with-helper session
-    (let* ((id (mevedel-execution-transcript-test--background
+    (let* ((id (mevedel-execution-mailbox-test--start-background
                 session "while :; do if read -r -t 1 l; then echo \"got:$l\"; fi; echo tick; done"
                 "chatty" :tty t))
            (output-buffer (format "*mevedel-exec output %s*" id)))
@@ -441,13 +434,11 @@ A failure says what the panel and the system knew of the process."
   "A monitor of the real helper shows as one row of kind monitor; k stops it."
   (mevedel-execution-test--with-helper session
     (let* ((mevedel-execution-mailbox-delivery-function
-            (lambda (_record ack) (funcall ack)))
-           (monitor (mevedel-execution--call
-                     (mevedel-execution--ensure session) 'monitor/start
-                     (list :sessionId (mevedel-execution-session-id session)
-                           :owner "/root/watcher" :label "ticks"
-                           :command "while :; do echo tick; sleep 0.2; done"
-                           :cwd default-directory :persistent t)))
+            #'mevedel-execution-mailbox-test--acking-sink)
+           (monitor (mevedel-execution-monitor-start
+                     session :owner "/root/watcher" :label "ticks"
+                     :command "while :; do echo tick; sleep 0.2; done"
+                     :persistent t))
            (id (plist-get monitor :execution-id)))
       (should (stringp id))
       (mevedel-execution-transcript-test--with-panel session _panel
@@ -485,7 +476,7 @@ A failure says what the panel and the system knew of the process."
 whose journal marks the work it left lost, kills what it left running,
 and gives the transcript one line saying so."
   (mevedel-execution-test--with-helper session
-    (let* ((id (mevedel-execution-transcript-test--background session "sleep 300" "sleeper"))
+    (let* ((id (mevedel-execution-mailbox-test--start-background session "sleep 300" "sleeper"))
            (messages nil))
       (mevedel-execution-transcript-test--with-panel session _panel
         (should (equal (mevedel-execution-transcript-test--ids) (list id)))
@@ -566,8 +557,8 @@ and gives the transcript one line saying so."
       (let* ((state2 (make-temp-file "mevedel-ert-state2-" t))
              (session2 (mevedel-execution-open-session (concat sid "-2") state2)))
         (unwind-protect
-            (let ((a (mevedel-execution-transcript-test--background session "sleep 300" "first"))
-                  (b (mevedel-execution-transcript-test--background session2 "sleep 300" "second")))
+            (let ((a (mevedel-execution-mailbox-test--start-background session "sleep 300" "first"))
+                  (b (mevedel-execution-mailbox-test--start-background session2 "sleep 300" "second")))
               (mevedel-execution-transcript-test--with-panel session p1
                 (mevedel-execution-transcript-test--with-panel session2 p2
                   (should-not (eq p1 p2))
@@ -576,7 +567,7 @@ and gives the transcript one line saying so."
                   (should (equal (with-current-buffer p1 (mevedel-execution-transcript-test--ids))
                                  (list a)))
                   (should (equal (mevedel-execution-transcript-test--ids) (list b)))
-                  (let ((c (mevedel-execution-transcript-test--background session2 "sleep 300" "third")))
+                  (let ((c (mevedel-execution-mailbox-test--start-background session2 "sleep 300" "third")))
                     (mevedel-execution-test--wait-until
                      (lambda () (member c (mevedel-execution-transcript-test--ids)))
                      "the second panel's new row")

@@ -45,6 +45,12 @@
 (require 'cl-lib)
 (require 'subr-x)
 (require 'mevedel-execution)
+(require 'bench-common
+         (expand-file-name "bench-common.el"
+                           (file-name-directory
+                            (or load-file-name
+                                (bound-and-true-p byte-compile-current-file)
+                                buffer-file-name))))
 
 (defconst ack-bench--samples
   (let ((n (getenv "ACK_BENCH_SAMPLES")))
@@ -60,26 +66,6 @@
 (defconst ack-bench--target-ms 2.0
   "Target median, in milliseconds.")
 
-(defconst ack-bench--root
-  (file-name-as-directory
-   (expand-file-name "../../.."
-                     (file-name-directory
-                      (or load-file-name
-                          (bound-and-true-p byte-compile-current-file)
-                          buffer-file-name))))
-  "The repository's root.")
-
-(defun ack-bench--say (fmt &rest args)
-  "Print FMT with ARGS and a newline on standard output."
-  (princ (concat (apply #'format fmt args) "\n")))
-
-(defun ack-bench--percentile (values p)
-  "Return the nearest-rank P-th percentile (0 < P <= 100) of VALUES."
-  (let* ((sorted (sort (copy-sequence values) #'<))
-         (n (length sorted)))
-    (when (> n 0)
-      (nth (max 0 (1- (ceiling (* n (/ p 100.0))))) sorted))))
-
 (defun ack-bench--parse-time (stamp)
   "Return the wire time STAMP (2006-01-02T15:04:05.000Z) as a float."
   (unless (and (stringp stamp)
@@ -92,14 +78,6 @@
                                       (funcall n 3) (funcall n 2) (funcall n 1)
                                       nil nil 0)))
        (if (match-string 7 stamp) (string-to-number (match-string 7 stamp)) 0))))
-
-(defun ack-bench--helper-process (program)
-  "Return the live process running PROGRAM, the helper."
-  (or (cl-find-if (lambda (p)
-                    (and (process-live-p p)
-                         (equal (car-safe (process-command p)) program)))
-                  (process-list))
-      (error "No live helper process")))
 
 (defun ack-bench--wait (pred proc what)
   "Wait in `accept-process-output' on PROC until PRED; WHAT names it."
@@ -161,15 +139,15 @@ Return a plist of times, or nil when the command did not yield."
 (defun ack-bench--row (label samples from to)
   "Print LABEL with the median, p99 and max of TO minus FROM in SAMPLES, in ms."
   (let ((ms (mapcar (lambda (s) (* 1000 (- (plist-get s to) (plist-get s from)))) samples)))
-    (ack-bench--say "  %-46s %9.3f %9.3f %9.3f"
-                    label (ack-bench--percentile ms 50) (ack-bench--percentile ms 99)
-                    (apply #'max ms))
-    (ack-bench--percentile ms 50)))
+    (bench-common-say "  %-46s %9.3f %9.3f %9.3f"
+                      label (bench-common-percentile ms 50) (bench-common-percentile ms 99)
+                      (apply #'max ms))
+    (bench-common-percentile ms 50)))
 
 (defun ack-bench-main ()
   "Run the benchmark and print its report."
   (let* ((program (or (getenv "MEVEDEL_EXEC_PROGRAM")
-                      (expand-file-name "bin/mevedel-exec" ack-bench--root)))
+                      (expand-file-name "bin/mevedel-exec" bench-common-root)))
          (home (if (file-executable-p program)
                    (make-temp-file "ack-bench-home-" t)
                  (error "No helper at %s; run make build first" program)))
@@ -184,17 +162,19 @@ Return a plist of times, or nil when the command did not yield."
     (unwind-protect
         (let* ((session (mevedel-execution-open-session
                          (format "ack-bench-%d" (random 1000000)) state))
-               (proc (ack-bench--helper-process program))
+               (proc (bench-common-helper-process program))
                (samples nil) (skipped 0) (gcs gcs-done) (gc-time gc-elapsed))
-          (ack-bench--say "Emacs ack benchmark: a yielded command's settlement to the facade's durable mailbox/ack")
-          (ack-bench--say "  date     %s" (format-time-string "%Y-%m-%d %H:%M:%S %Z"))
-          (ack-bench--say "  emacs    %s, native JSON %s" emacs-version
-                          (if (and (fboundp 'json-available-p) (funcall #'json-available-p)) "yes" "no"))
-          (ack-bench--say "  cpu      %s processors" (if (fboundp 'num-processors) (funcall #'num-processors) "?"))
-          (ack-bench--say "  helper   %s (%s)" program
-                          (or (car (ignore-errors (process-lines program "--version"))) "version unknown"))
-          (ack-bench--say "  command  %s  (yield 0 ms; %d samples, one at a time)"
-                          ack-bench--command ack-bench--samples)
+          (bench-common-say "Emacs ack benchmark: a yielded command's settlement to the facade's durable mailbox/ack")
+          (bench-common-say "  date     %s" (format-time-string "%Y-%m-%d %H:%M:%S %Z"))
+          (bench-common-say "  emacs    %s, native JSON %s" emacs-version
+                            (if (and (fboundp 'json-available-p) (funcall #'json-available-p)) "yes" "no"))
+          (bench-common-say "  cpu      %s processors" (if (fboundp 'num-processors) (funcall #'num-processors) "?"))
+          (bench-common-say "  load     %s (1, 5, 15 min)"
+                            (mapconcat (lambda (l) (format "%.2f" l)) (load-average t) " "))
+          (bench-common-say "  helper   %s (%s)" program
+                            (or (car (ignore-errors (process-lines program "--version"))) "version unknown"))
+          (bench-common-say "  command  %s  (yield 0 ms; %d samples, one at a time)"
+                            ack-bench--command ack-bench--samples)
           ;; Warm up the code paths; these samples are not counted.
           (dotimes (_ 5) (ack-bench--sample session proc))
           (garbage-collect)
@@ -204,30 +184,30 @@ Return a plist of times, or nil when the command did not yield."
               (if s (push s samples) (cl-incf skipped))))
           (setq samples (nreverse samples))
           (unless samples (error "No sample yielded"))
-          (ack-bench--say "")
-          (ack-bench--say "  %-46s %9s %9s %9s" "from settlement (the helper's endedAt) to, ms" "median" "p99" "max")
+          (bench-common-say "")
+          (bench-common-say "  %-46s %9s %9s %9s" "from settlement (the helper's endedAt) to, ms" "median" "p99" "max")
           (ack-bench--row "Emacs read the delivery" samples :ended :read)
           (ack-bench--row "the sink got the record" samples :ended :sink)
           (let ((headline (ack-bench--row "durable ack sent (mailbox/ack written)" samples :ended :acked)))
             (ack-bench--row "the helper answered the ack" samples :ended :answered)
-            (ack-bench--say "  %-46s %9s" "pure-Elisp layer, settlement to ack (given)" ack-bench--reference)
-            (ack-bench--say "")
-            (ack-bench--say "  %-46s" "from the command's last act (printf) to, ms")
+            (bench-common-say "  %-46s %9s" "pure-Elisp layer, settlement to ack (given)" ack-bench--reference)
+            (bench-common-say "")
+            (bench-common-say "  %-46s" "from the command's last act (printf) to, ms")
             (ack-bench--row "the helper's endedAt" samples :printed :ended)
             (ack-bench--row "durable ack sent" samples :printed :acked)
             (let ((clean (cl-remove-if (lambda (s) (plist-get s :gc)) samples)))
               (when clean
-                (ack-bench--say "")
-                (ack-bench--say "  %-46s" (format "the %d samples without a garbage collection, ms" (length clean)))
+                (bench-common-say "")
+                (bench-common-say "  %-46s" (format "the %d samples without a garbage collection, ms" (length clean)))
                 (ack-bench--row "settlement to durable ack sent" clean :ended :acked)))
-            (ack-bench--say "")
-            (ack-bench--say "%d samples, %d skipped (ended before yielding); %d GCs, %.1f ms in all, during the samples"
-                            (length samples) skipped (- gcs-done gcs) (* 1000 (- gc-elapsed gc-time)))
-            (ack-bench--say "endedAt is cut to the millisecond: times from it read 0-1 ms high (0.5 ms on average),")
-            (ack-bench--say "times to it 0-1 ms low; times from the last act add bash's exit and the helper's reaping")
-            (ack-bench--say "target median <= %.0f ms, settlement to durable ack: %.3f ms (reference %s)   %s"
-                            ack-bench--target-ms headline ack-bench--reference
-                            (if (<= headline ack-bench--target-ms) "PASS" "MISS"))))
+            (bench-common-say "")
+            (bench-common-say "%d samples, %d skipped (ended before yielding); %d GCs, %.1f ms in all, during the samples"
+                              (length samples) skipped (- gcs-done gcs) (* 1000 (- gc-elapsed gc-time)))
+            (bench-common-say "endedAt is cut to the millisecond: times from it read 0-1 ms high (0.5 ms on average),")
+            (bench-common-say "times to it 0-1 ms low; times from the last act add bash's exit and the helper's reaping")
+            (bench-common-say "target median <= %.0f ms, settlement to durable ack: %.3f ms (reference %s)   %s"
+                              ack-bench--target-ms headline ack-bench--reference
+                              (if (<= headline ack-bench--target-ms) "PASS" "MISS"))))
       (advice-remove 'mevedel-execution--async #'ack-bench--note-answer)
       (advice-remove 'jsonrpc--process-filter #'ack-bench--note-read)
       (mevedel-execution-teardown-all)

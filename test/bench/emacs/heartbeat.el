@@ -46,6 +46,12 @@
 (require 'cl-lib)
 (require 'subr-x)
 (require 'mevedel-execution)
+(require 'bench-common
+         (expand-file-name "bench-common.el"
+                           (file-name-directory
+                            (or load-file-name
+                                (bound-and-true-p byte-compile-current-file)
+                                buffer-file-name))))
 
 ;;;; Parameters
 
@@ -72,20 +78,7 @@
 (defconst heartbeat-bench--observe-count 200
   "How many observe round trips are timed, back to back and paced.")
 
-(defconst heartbeat-bench--root
-  (file-name-as-directory
-   (expand-file-name "../../.."
-                     (file-name-directory
-                      (or load-file-name
-                          (bound-and-true-p byte-compile-current-file)
-                          buffer-file-name))))
-  "The repository's root.")
-
 ;;;; Small tools
-
-(defun heartbeat-bench--say (fmt &rest args)
-  "Print FMT with ARGS and a newline on standard output."
-  (princ (concat (apply #'format fmt args) "\n")))
 
 (defun heartbeat-bench--read (file)
   "Return the contents of FILE (a /proc file) as a string."
@@ -114,13 +107,6 @@ This is the second field of /proc/self/schedstat."
 (defun heartbeat-bench--cpu-ms ()
   "Return the CPU time Emacs has used so far, in milliseconds."
   (* 1000 (float-time (get-internal-run-time))))
-
-(defun heartbeat-bench--percentile (values p)
-  "Return the nearest-rank P-th percentile (0 < P <= 100) of VALUES."
-  (let* ((sorted (sort (copy-sequence values) #'<))
-         (n (length sorted)))
-    (when (> n 0)
-      (nth (max 0 (1- (ceiling (* n (/ p 100.0))))) sorted))))
 
 (defun heartbeat-bench--first-match (regexp file)
   "Return group 1 of the first match of REGEXP in FILE, or nil."
@@ -212,7 +198,7 @@ that takes longer."
        ;; The largest gap that began before the command ended.
        :work-gap (apply #'max 0 (cl-loop for g in gaps for s in stamps
                                          while (< (car s) work-end) collect g))
-       :p99-gap (or (heartbeat-bench--percentile gaps 99) 0)
+       :p99-gap (or (bench-common-percentile gaps 99) 0)
        :cpu (- cpu1 cpu0)
        :work-cpu (- work-cpu cpu0)
        :wait (/ (- (cdr (car (last stamps))) (cdr (car stamps))) 1e6)
@@ -325,20 +311,12 @@ used from request to callback."
           (error "The sleep ended during the round trips: %S" (car box)))))
     (cons (nreverse times) (nreverse cpus))))
 
-(defun heartbeat-bench--helper-process (program)
-  "Return the live process running PROGRAM, the helper."
-  (or (cl-find-if (lambda (p)
-                    (and (process-live-p p)
-                         (equal (car-safe (process-command p)) program)))
-                  (process-list))
-      (error "No live helper process")))
-
 ;;;; Report
 
 (defun heartbeat-bench--row (label results fn)
   "Print the row LABEL: FN of each of RESULTS, a string, right-aligned."
-  (heartbeat-bench--say "%-40s%s" label
-                        (mapconcat (lambda (r) (format "%13s" (funcall fn r))) results "")))
+  (bench-common-say "%-40s%s" label
+                    (mapconcat (lambda (r) (format "%13s" (funcall fn r))) results "")))
 
 (defun heartbeat-bench--verdict (ok)
   "Return PASS or MISS for OK."
@@ -354,7 +332,7 @@ used from request to callback."
                              (* idle-rate (heartbeat-bench--result-work-wall r)))))
          (command-only (lambda (fn) (lambda (r) (if (eq r idle) "-" (funcall fn r)))))
          (ms (lambda (fn) (lambda (r) (format "%.1f" (funcall fn r))))))
-    (heartbeat-bench--say "%-40s%13s%13s%13s" "" "idle" "(a) facade" "(b) plain")
+    (bench-common-say "%-40s%13s%13s%13s" "" "idle" "(a) facade" "(b) plain")
     (heartbeat-bench--row "phase wall time (s)" results
                           (lambda (r) (format "%.2f" (heartbeat-bench--result-wall r))))
     (heartbeat-bench--row "command wall time (s)" results
@@ -385,29 +363,29 @@ used from request to callback."
     (let ((idle-max (heartbeat-bench--result-max-gap idle))
           (a-max (heartbeat-bench--result-max-gap facade))
           (a-cpu (funcall net facade)))
-      (heartbeat-bench--say "")
-      (heartbeat-bench--say "target (a) largest gap within 2 ms of idle's: %.1f ms vs %.1f ms   %s"
-                            a-max idle-max (heartbeat-bench--verdict (<= a-max (+ idle-max 2))))
-      (heartbeat-bench--say "target (a) Emacs CPU < 20 ms (until the command ended, less the idle rate): %.1f ms   %s"
-                            a-cpu (heartbeat-bench--verdict (< a-cpu 20)))
-      (heartbeat-bench--say "(b) for reference, the issue's baseline is a 15-37 ms largest gap and 0.6-2.5 s CPU: here %.1f ms and %.2f s"
-                            (heartbeat-bench--result-max-gap plain) (/ (funcall net plain) 1000)))))
+      (bench-common-say "")
+      (bench-common-say "target (a) largest gap within 2 ms of idle's: %.1f ms vs %.1f ms   %s"
+                        a-max idle-max (heartbeat-bench--verdict (<= a-max (+ idle-max 2))))
+      (bench-common-say "target (a) Emacs CPU < 20 ms (until the command ended, less the idle rate): %.1f ms   %s"
+                        a-cpu (heartbeat-bench--verdict (< a-cpu 20)))
+      (bench-common-say "(b) for reference, the issue's baseline is a 15-37 ms largest gap and 0.6-2.5 s CPU: here %.1f ms and %.2f s"
+                        (heartbeat-bench--result-max-gap plain) (/ (funcall net plain) 1000)))))
 
 (defun heartbeat-bench--print-round-trips (label result)
   "Print LABEL and the round trips of RESULT, (TIMES-MS . CPU-MS)."
   (let ((times (car result)))
-    (heartbeat-bench--say "%-28s median %.3f  p90 %.3f  min %.3f  max %.3f ms; Emacs CPU median %.3f ms"
-                          label
-                          (heartbeat-bench--percentile times 50) (heartbeat-bench--percentile times 90)
-                          (apply #'min times) (apply #'max times)
-                          (heartbeat-bench--percentile (cdr result) 50))))
+    (bench-common-say "%-28s median %.3f  p90 %.3f  min %.3f  max %.3f ms; Emacs CPU median %.3f ms"
+                      label
+                      (bench-common-percentile times 50) (bench-common-percentile times 90)
+                      (apply #'min times) (apply #'max times)
+                      (bench-common-percentile (cdr result) 50))))
 
 ;;;; Main
 
 (defun heartbeat-bench-main ()
   "Run the benchmark and print its report."
   (let* ((program (or (getenv "MEVEDEL_EXEC_PROGRAM")
-                      (expand-file-name "bin/mevedel-exec" heartbeat-bench--root)))
+                      (expand-file-name "bin/mevedel-exec" bench-common-root)))
          (home (if (file-executable-p program)
                    (make-temp-file "heartbeat-home-" t)
                  (error "No helper at %s; run make build first" program)))
@@ -420,27 +398,27 @@ used from request to callback."
          session)
     (unwind-protect
         (progn
-          (heartbeat-bench--say "Emacs heartbeat benchmark: main-thread stalls while a command prints 64 MiB")
-          (heartbeat-bench--say "  date     %s" (format-time-string "%Y-%m-%d %H:%M:%S %Z"))
-          (heartbeat-bench--say "  emacs    %s, %d thread(s), native JSON %s, read-process-output-max %d"
-                                emacs-version (heartbeat-bench--threads)
-                                (if (and (fboundp 'json-available-p) (funcall #'json-available-p)) "yes" "no")
-                                read-process-output-max)
-          (heartbeat-bench--say "  cpu      %d processors, %s" (heartbeat-bench--nproc)
-                                (or (heartbeat-bench--first-match "^model name[ \t]*: \\(.*\\)$" "/proc/cpuinfo")
-                                    "model unknown"))
-          (heartbeat-bench--say "  kernel   %s"
-                                (or (heartbeat-bench--first-match "\\`\\(.*\\)$" "/proc/sys/kernel/osrelease")
-                                    "unknown"))
-          (heartbeat-bench--say "  helper   %s (%s)" program
-                                (or (car (ignore-errors (process-lines program "--version")))
-                                    "version unknown"))
-          (heartbeat-bench--say "  command  %s" heartbeat-bench--command)
-          (heartbeat-bench--say "  phases   %.1f s each (longer while the command runs), heartbeat every %d ms, loop timeout %d ms"
-                                heartbeat-bench--phase-seconds
-                                (round (* 1000 heartbeat-bench--beat-seconds))
-                                (round (* 1000 heartbeat-bench--loop-seconds)))
-          (heartbeat-bench--say "  clocks   Emacs CPU: get-internal-run-time (getrusage); CPU wait: /proc/self/schedstat field 2")
+          (bench-common-say "Emacs heartbeat benchmark: main-thread stalls while a command prints 64 MiB")
+          (bench-common-say "  date     %s" (format-time-string "%Y-%m-%d %H:%M:%S %Z"))
+          (bench-common-say "  emacs    %s, %d thread(s), native JSON %s, read-process-output-max %d"
+                            emacs-version (heartbeat-bench--threads)
+                            (if (and (fboundp 'json-available-p) (funcall #'json-available-p)) "yes" "no")
+                            read-process-output-max)
+          (bench-common-say "  cpu      %d processors, %s" (heartbeat-bench--nproc)
+                            (or (heartbeat-bench--first-match "^model name[ \t]*: \\(.*\\)$" "/proc/cpuinfo")
+                                "model unknown"))
+          (bench-common-say "  kernel   %s"
+                            (or (heartbeat-bench--first-match "\\`\\(.*\\)$" "/proc/sys/kernel/osrelease")
+                                "unknown"))
+          (bench-common-say "  helper   %s (%s)" program
+                            (or (car (ignore-errors (process-lines program "--version")))
+                                "version unknown"))
+          (bench-common-say "  command  %s" heartbeat-bench--command)
+          (bench-common-say "  phases   %.1f s each (longer while the command runs), heartbeat every %d ms, loop timeout %d ms"
+                            heartbeat-bench--phase-seconds
+                            (round (* 1000 heartbeat-bench--beat-seconds))
+                            (round (* 1000 heartbeat-bench--loop-seconds)))
+          (bench-common-say "  clocks   Emacs CPU: get-internal-run-time (getrusage); CPU wait: /proc/self/schedstat field 2")
           (setq session (mevedel-execution-open-session
                          (format "heartbeat-%d" (random 1000000)) state
                          '(:outputLimitBytes 134217728)))
@@ -486,14 +464,14 @@ used from request to callback."
                 (error "Phase (b): the buffer held %S bytes, not %d" plain-bytes heartbeat-bench--bytes))
               (unless (equal plain-status '(exit 0))
                 (error "Phase (b): the process ended as %S" plain-status))
-              (heartbeat-bench--say "")
-              (heartbeat-bench--say "(a) %s: %d bytes, termination %s, exit %s; %d requests (1 start, %d observe)"
-                                    (plist-get facts :execution-id) (plist-get facts :output-bytes)
-                                    (plist-get facts :termination) (plist-get facts :exit-code)
-                                    facade-requests (1- facade-requests))
-              (heartbeat-bench--say "(b) bash -c through make-process: %d bytes in the buffer, exit %d"
-                                    plain-bytes (cadr plain-status)))
-            (heartbeat-bench--say "")
+              (bench-common-say "")
+              (bench-common-say "(a) %s: %d bytes, termination %s, exit %s; %d requests (1 start, %d observe)"
+                                (plist-get facts :execution-id) (plist-get facts :output-bytes)
+                                (plist-get facts :termination) (plist-get facts :exit-code)
+                                facade-requests (1- facade-requests))
+              (bench-common-say "(b) bash -c through make-process: %d bytes in the buffer, exit %d"
+                                plain-bytes (cadr plain-status)))
+            (bench-common-say "")
             (heartbeat-bench--print-table idle facade plain))
           ;; Observe round trips, without the heartbeat.
           (let* ((obs (heartbeat-bench--await
@@ -505,21 +483,21 @@ used from request to callback."
             (when (plist-get obs :final)
               (error "The sleep ended at once: %S" obs))
             (let* ((hot (heartbeat-bench--round-trips
-                         session id (heartbeat-bench--helper-process program)))
+                         session id (bench-common-helper-process program)))
                    (paced (heartbeat-bench--round-trips session id nil))
-                   (median (heartbeat-bench--percentile (car hot) 50))
+                   (median (bench-common-percentile (car hot) 50))
                    (stopped (heartbeat-bench--await
                              (lambda (cb) (mevedel-execution-stop session "/root" id cb))
                              "stopping sleep 1000")))
               (unless (equal (plist-get (plist-get stopped :facts) :termination) "stopped")
                 (error "Stopping the sleep gave %S" stopped))
-              (heartbeat-bench--say "")
-              (heartbeat-bench--say "observe round trip, request to callback, %d sequential calls without wait-ms:"
-                                    heartbeat-bench--observe-count)
+              (bench-common-say "")
+              (bench-common-say "observe round trip, request to callback, %d sequential calls without wait-ms:"
+                                heartbeat-bench--observe-count)
               (heartbeat-bench--print-round-trips "  back to back" hot)
               (heartbeat-bench--print-round-trips "  paced (helper idle 10 ms)" paced)
-              (heartbeat-bench--say "target observe median <= 0.5 ms (back to back): %.3f ms   %s"
-                                    median (heartbeat-bench--verdict (<= median 0.5))))))
+              (bench-common-say "target observe median <= 0.5 ms (back to back): %.3f ms   %s"
+                                median (heartbeat-bench--verdict (<= median 0.5))))))
       (when heartbeat-bench--timer
         (cancel-timer heartbeat-bench--timer)
         (setq heartbeat-bench--timer nil))
