@@ -458,7 +458,7 @@ func (e *Execution) decide() {
 	f := obs.Facts
 	epoch := e.s.attentionEpoch()
 	// Wake only for a root-owned result that ended on its own.
-	wake := f.Owner == "/root" && endedOnItsOwn(f.Termination)
+	wake := f.Owner == RootOwner && endedOnItsOwn(f.Termination)
 	d := Delivery{Owner: f.Owner, Kind: KindExecution, Attrs: executionAttrs(f), Observation: &obs}
 	id, ok := e.s.mail.post(d, func(d Delivery) { e.durable(d, o.To, o.Omitted, wake, epoch) }, e.deliveryDone)
 	if !ok {

@@ -343,7 +343,7 @@ func (s *Session) redeliver(owed []Facts) {
 		f.UnreadBytes = 0
 		f.Version++
 		obs := Observation{Output: o.Text, Facts: f, Final: true}
-		wake := f.Owner == "/root" && endedOnItsOwn(f.Termination)
+		wake := f.Owner == RootOwner && endedOnItsOwn(f.Termination)
 		epoch := s.attentionEpoch()
 		d := Delivery{Owner: f.Owner, Kind: KindExecution, Attrs: executionAttrs(f), Observation: &obs}
 		s.mail.post(d, func(d Delivery) {

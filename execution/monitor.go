@@ -226,7 +226,7 @@ func (m *Monitor) pump() {
 	}
 	epoch := m.s.attentionEpoch()
 	owner := m.e.facts.Owner // immutable after start
-	wake := owner == "/root"
+	wake := owner == RootOwner
 	durable := func(d Delivery) {
 		m.mu.Lock()
 		m.inFlight = false

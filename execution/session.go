@@ -85,15 +85,19 @@ type Events interface {
 	Wake(s *Session, owner string)
 }
 
+// RootOwner is the agent's top-level owner: the owner of a request that
+// names none, and the only one whose idle state a result may wake.
+const RootOwner = "/root"
+
 // Caller is who asks: an owner under model authority, or the user.
 type Caller struct {
-	Owner string // "/root" when empty
+	Owner string // RootOwner when empty
 	User  bool   // user authority: every owner
 }
 
 func (c Caller) owner() string {
 	if c.Owner == "" {
-		return "/root"
+		return RootOwner
 	}
 	return c.Owner
 }

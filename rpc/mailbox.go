@@ -94,7 +94,7 @@ func (s *Server) mailboxAck(req *jsonrpc2.Request, r *reply) {
 
 func ownerOf(o string) string {
 	if o == "" {
-		return "/root"
+		return execution.RootOwner
 	}
 	return o
 }
