@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
+	"github.com/mevedel/mevedel-exec/process"
 	"github.com/mevedel/mevedel-exec/spool"
 	"github.com/mevedel/mevedel-exec/transcript"
 	"golang.org/x/sys/unix"
@@ -30,6 +31,7 @@ func (c *stopCause) Error() string { return string(c.term) + ": " + c.reason }
 const (
 	probeInterval  = 5 * time.Millisecond  // first wait between liveness probes
 	probeMax       = 50 * time.Millisecond // longest wait between probes
+	reclaimProbe   = probeMax              // recovery: wait between looks at what it killed
 	drainTimeout   = 2 * time.Second       // output EOF after every tracked writer is gone
 	unkillableWait = 30 * time.Second      // after SIGKILL, before settling anyway
 	progressFirst  = 2 * time.Second
@@ -41,10 +43,10 @@ const (
 // Execution is one managed command. Everything a caller sees of it is a
 // Facts value copied out under mu.
 type Execution struct {
-	s         *Session // immutable
-	id        string   // immutable
-	spec      Spec     // immutable; Env filled in when started
-	ticket    *ticket  // immutable
+	s         *Session     // immutable
+	id        string       // immutable
+	spec      process.Spec // immutable
+	ticket    *ticket      // immutable
 	sp        *spool.Spool
 	grace     time.Duration // immutable
 	toolUseID string        // immutable
@@ -66,10 +68,10 @@ type Execution struct {
 	obsMu sync.Mutex // serialises observations, so no two read the same unread range
 
 	mu     sync.Mutex
-	facts  Facts        // guarded by mu
-	proc   Process      // guarded by mu; set once running
-	final  *Observation // guarded by mu; the final observation, once claimed
-	waiter *waitToken   // guarded by mu; the waiting observation in progress
+	facts  Facts           // guarded by mu
+	proc   process.Process // guarded by mu; set once running
+	final  *Observation    // guarded by mu; the final observation, once claimed
+	waiter *waitToken      // guarded by mu; the waiting observation in progress
 	// stopClaimed: exec/stop asked for the end and its reply claims the
 	// result; guarded by mu.
 	stopClaimed bool
@@ -138,19 +140,17 @@ func (e *Execution) run() {
 		e.settle(nil, e.causeOf(), "")
 		return
 	}
-	env := e.loginEnv()
-	if e.ctx.Err() != nil {
-		e.settle(nil, e.causeOf(), "")
-		return
-	}
 	spec := e.spec
-	spec.Env = mergeEnv(env, Defaults, spec.Env)
-	proc, err := e.runner().Start(spec)
+	spec.Env = process.MergeEnv(Defaults, spec.Env)
+	proc, err := e.runner().Start(e.ctx, spec)
 	if err != nil {
 		cause := &stopCause{term: SpawnFailed, reason: err.Error()}
-		errors.As(err, &cause) // a stop that came during a remote start wins
+		errors.As(err, &cause) // a stop that came during the start wins
 		e.settle(nil, cause, "")
 		return
+	}
+	if e.remote != nil {
+		e.remote.pub.start(e)
 	}
 
 	e.mu.Lock()
@@ -193,7 +193,7 @@ func (e *Execution) run() {
 		}()
 	}
 
-	exited := make(chan Exit, 1)
+	exited := make(chan process.Exit, 1)
 	aux.Add(1)
 	go func() {
 		defer aux.Done()
@@ -208,7 +208,7 @@ func (e *Execution) run() {
 	var cause *stopCause
 	var kill <-chan time.Time
 	stop := e.ctx.Done()
-	var exit Exit
+	var exit process.Exit
 wait:
 	for {
 		select {
@@ -360,7 +360,7 @@ func (e *Execution) progress(quiet <-chan struct{}) {
 }
 
 // settle records the end. exit is nil when the shell never ran.
-func (e *Execution) settle(exit *Exit, cause *stopCause, reason string) {
+func (e *Execution) settle(exit *process.Exit, cause *stopCause, reason string) {
 	_ = e.sp.Close()
 	e.mu.Lock()
 	f := &e.facts
@@ -757,7 +757,7 @@ type inputReq struct {
 
 // writeInput writes queued input in order until quiet; what is left then
 // fails with a clear error.
-func (e *Execution) writeInput(proc Process, quiet <-chan struct{}) {
+func (e *Execution) writeInput(proc process.Process, quiet <-chan struct{}) {
 	for {
 		select {
 		case req := <-e.inputs:

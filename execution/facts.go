@@ -169,3 +169,10 @@ type Observation struct {
 	// observation shows it without claiming it.
 	DeliveryID string `json:"deliveryId,omitempty"`
 }
+
+// Defaults are set on top of the login environment for every command; the
+// request's own env overrides them.
+var Defaults = []string{
+	"NO_COLOR=1", "TERM=dumb", "LANG=C.UTF-8", "LC_ALL=C.UTF-8", "COLORTERM=",
+	"PAGER=cat", "GIT_PAGER=cat", "GH_PAGER=cat", "MEVEDEL_EXECUTION=1",
+}

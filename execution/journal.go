@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
+	"github.com/mevedel/mevedel-exec/process"
 	"github.com/mevedel/mevedel-exec/spool"
 	"github.com/mevedel/mevedel-exec/transcript"
 	"golang.org/x/sys/unix"
@@ -20,24 +21,12 @@ import (
 // leader, for recovery), its settlement, one breadcrumb per yielded
 // execution, notices, and lost records. Appends never wait for the disk.
 
-// leaderStarter is a Process that knows its leader's start time itself
-// (a remote one); for a local one /proc says it.
-type leaderStarter interface {
-	LeaderStart() uint64
-}
-
 // leaderOf identifies proc's group leader for recovery.
-func leaderOf(f Facts, proc Process) *transcript.Leader {
+func leaderOf(f Facts, proc process.Process) *transcript.Leader {
 	if f.Pid == 0 {
 		return nil
 	}
-	var start uint64
-	if ls, ok := proc.(leaderStarter); ok {
-		start = ls.LeaderStart()
-	} else if t, ok := StartTime(f.Pid); ok {
-		start = t
-	}
-	return &transcript.Leader{Pid: f.Pid, Pgid: f.Pgid, StartTime: start, Target: f.Target}
+	return &transcript.Leader{Pid: f.Pid, Pgid: f.Pgid, StartTime: proc.LeaderStart(), Target: f.Target}
 }
 
 // factsRecord is a record of type typ carrying f.
@@ -235,19 +224,19 @@ func reclaim(id, cwd string, l *transcript.Leader, deadline time.Time, onHost re
 		return onHost(cwd, l, tag, deadline)
 	}
 	proven := func() int {
-		if t, ok := StartTime(l.Pid); ok && t == l.StartTime && l.Pgid == l.Pid {
+		if t, ok := process.StartTime(l.Pid); ok && t == l.StartTime && l.Pgid == l.Pid {
 			return l.Pgid
 		}
 		return 0
 	}
-	_, pidUsed := StartTime(l.Pid)
+	_, pidUsed := process.StartTime(l.Pid)
 	stranger := pidUsed && proven() == 0
 	killed := map[int]bool{}
 	refused := map[int]bool{}
-	left := func() []procInfo {
-		var out []procInfo
-		for _, p := range members(proven(), tag, l.StartTime) {
-			if !refused[p.pid] {
+	left := func() []process.Info {
+		var out []process.Info
+		for _, p := range process.Members(proven(), tag, l.StartTime) {
+			if !refused[p.Pid] {
 				out = append(out, p)
 			}
 		}
@@ -259,16 +248,16 @@ func reclaim(id, cwd string, l *transcript.Leader, deadline time.Time, onHost re
 			_ = unix.Kill(-pgid, unix.SIGKILL)
 		}
 		for _, p := range ps {
-			switch err := unix.Kill(p.pid, unix.SIGKILL); err {
+			switch err := unix.Kill(p.Pid, unix.SIGKILL); err {
 			case nil, unix.ESRCH:
-				killed[p.pid] = true
+				killed[p.Pid] = true
 			default:
-				refused[p.pid] = true
+				refused[p.Pid] = true
 			}
 		}
 		// Nothing tells us when a signalled process is gone: we are not
 		// its parent. Look again shortly, within the deadline.
-		time.Sleep(probeMax)
+		time.Sleep(reclaimProbe)
 	}
 	survivors := len(left()) + len(refused)
 	var parts []string

@@ -4,16 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"path"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
+	"github.com/mevedel/mevedel-exec/process"
 	"github.com/mevedel/mevedel-exec/remote"
 	"github.com/mevedel/mevedel-exec/transcript"
 	"golang.org/x/sys/unix"
@@ -119,11 +118,11 @@ func (s *Session) StartAndAwait(ctx context.Context, c Caller, p StartParams, yi
 	s.Go(func() {
 		cctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		stop := context.AfterFunc(s.env.life, cancel) // the session's end
+		stop := context.AfterFunc(s.life, cancel) // the session's end
 		defer stop()
 		resolved, err := pool.Connect(cctx, t)
 		if err != nil {
-			if ctx.Err() == nil && s.env.life.Err() == nil {
+			if ctx.Err() == nil && s.life.Err() == nil {
 				reply(Observation{}, fault.New(fault.Unavailable, "%w", err))
 				return
 			}
@@ -172,99 +171,12 @@ type remoteExec struct {
 	pub publisher
 }
 
-// loginEnv is the environment a local command starts from; a remote
-// one's comes from its host, in its runner.
-func (e *Execution) loginEnv() []string {
+// runner starts the execution's command: on its host, or here.
+func (e *Execution) runner() process.Runner {
 	if e.remote != nil {
-		return nil
-	}
-	return e.s.env.Get(e.ctx)
-}
-
-// runner starts the execution's command.
-func (e *Execution) runner() Runner {
-	if e.remote != nil {
-		return remoteRunner{e}
+		return remote.Runner{Pool: e.remote.pool, Target: e.remote.named, Logger: logger}
 	}
 	return e.s.runner
-}
-
-// remoteRunner starts one execution's command on its host; the start
-// ends early when the execution is stopped meanwhile.
-type remoteRunner struct{ e *Execution }
-
-func (r remoteRunner) Start(spec Spec) (Process, error) {
-	e, rx := r.e, r.e.remote
-	env, err := rx.pool.LoginEnv(e.ctx, rx.named)
-	var rs remote.Spec
-	switch {
-	case err == nil:
-		rs.Env = mergeEnv(env, spec.Env)
-	case e.ctx.Err() != nil:
-		return nil, context.Cause(e.ctx)
-	case errors.Is(err, remote.ErrUnavailable):
-		return nil, err
-	default:
-		// As locally: without a login environment, the one the host's sshd
-		// gives, under the defaults and the request's own.
-		logf("execution %s: %v; using the environment sshd gives", e.id, err)
-		rs.Env, rs.Overlay = spec.Env, true
-	}
-	rs.Command, rs.Dir, rs.TTY, rs.Tag = spec.Command, rx.named.Path, spec.TTY, spec.Tag
-	proc, err := rx.pool.Start(e.ctx, rx.named, rs)
-	if err != nil {
-		if e.ctx.Err() != nil {
-			return nil, context.Cause(e.ctx)
-		}
-		return nil, err
-	}
-	rx.pub.start(e)
-	return remoteProcess{proc}, nil
-}
-
-var _ leaderStarter = remoteProcess{}
-
-// remoteProcess adapts a remote command to Process. Its probes and
-// signals go through the host; a group whose leader's identity changed
-// is never signalled and counts as not alive.
-type remoteProcess struct{ p *remote.Process }
-
-func (r remoteProcess) LeaderStart() uint64             { return r.p.LeaderStart() } // for the journal
-func (r remoteProcess) Pid() int                        { return r.p.Pid() }
-func (r remoteProcess) Pgid() int                       { return r.p.Pgid() }
-func (r remoteProcess) Exited() bool                    { return r.p.Exited() }
-func (r remoteProcess) Signal(sig syscall.Signal) error { return r.p.Signal(sig) }
-func (r remoteProcess) Interrupt() error                { return r.p.Interrupt() }
-func (r remoteProcess) Alive() bool                     { return r.p.Alive() }
-func (r remoteProcess) CloseOutput() error              { return r.p.CloseOutput() }
-
-// Write reports a channel the command's end has closed as a closed file,
-// as a local terminal's would be.
-func (r remoteProcess) Write(b []byte) (int, error) {
-	n, err := r.p.Write(b)
-	if errors.Is(err, io.EOF) {
-		err = os.ErrClosed
-	}
-	return n, err
-}
-
-func (r remoteProcess) Output() io.Reader { return r.p.Output() }
-
-// Wait reports a transport lost before an exit status as Lost: the
-// command may have ended any way, or still run.
-func (r remoteProcess) Wait() (Exit, error) {
-	x, err := r.p.Wait()
-	switch {
-	case x.TransportLost:
-		reason := "the connection to the host was lost before the command's exit status arrived"
-		if err != nil {
-			reason += ": " + err.Error()
-		}
-		return Exit{Lost: reason}, nil
-	case x.Signaled:
-		return Exit{Signaled: true, Signal: x.Signal}, nil
-	}
-	return Exit{Code: x.Code}, nil
 }
 
 // Publication of a yielded remote execution's output to its host, at
@@ -421,7 +333,7 @@ func (m *Manager) reclaimRemote(cwd string, l *transcript.Leader, tag string, de
 		select {
 		case <-ctx.Done():
 			return "its processes " + where + " were killed but were still there when recovery gave up"
-		case <-time.After(probeMax):
+		case <-time.After(reclaimProbe):
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package execution
 
 import (
+	"github.com/mevedel/mevedel-exec/process"
 	"os"
 	"strings"
 	"testing"
@@ -93,7 +94,7 @@ func TestClassify(t *testing.T) {
 }
 
 func TestMergeEnvLaterLayersWin(t *testing.T) {
-	got := mergeEnv([]string{"A=1", "TERM=xterm", "B=2"}, Defaults, []string{"PAGER=less"})
+	got := process.MergeEnv([]string{"A=1", "TERM=xterm", "B=2"}, Defaults, []string{"PAGER=less"})
 	want := map[string]string{"A": "1", "B": "2", "TERM": "dumb", "PAGER": "less", "COLORTERM": ""}
 	seen := map[string]int{}
 	for _, kv := range got {

@@ -17,6 +17,7 @@ import (
 	"github.com/mevedel/mevedel-exec/execution/analyze"
 	"github.com/mevedel/mevedel-exec/internal/envlist"
 	"github.com/mevedel/mevedel-exec/internal/fault"
+	"github.com/mevedel/mevedel-exec/process"
 	"github.com/mevedel/mevedel-exec/spool"
 	"github.com/mevedel/mevedel-exec/transcript"
 	"golang.org/x/sys/unix"
@@ -107,7 +108,6 @@ func (c Caller) sees(owner string) bool { return c.User || c.owner() == owner }
 // Manager holds the sessions of one helper.
 type Manager struct {
 	events Events
-	runner Runner
 	bash   string
 
 	mu        sync.Mutex
@@ -121,16 +121,13 @@ type Manager struct {
 	remote remoteHosts // SSH connections, for the helper's life
 }
 
-// NewManager returns a manager that starts commands with runner.
-func NewManager(events Events, runner Runner) *Manager {
-	bash, err := lookBash()
+// NewManager returns a manager that announces through events.
+func NewManager(events Events) *Manager {
+	bash, err := process.LookBash()
 	if err != nil {
 		logf("execution: %v", err)
 	}
-	if l, ok := runner.(*Local); ok && l.Bash == "" {
-		l.Bash = bash
-	}
-	return &Manager{events: events, runner: runner, bash: bash, sessions: map[string]*Session{}, connected: true}
+	return &Manager{events: events, bash: bash, sessions: map[string]*Session{}, connected: true}
 }
 
 // SetConnected follows the client connection. Deliveries in flight when
@@ -146,15 +143,6 @@ func (m *Manager) SetConnected(up bool) {
 	for _, s := range sessions {
 		s.mail.setConnected(up)
 	}
-}
-
-func lookBash() (string, error) {
-	for _, p := range []string{"/bin/bash", "/usr/bin/bash"} {
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("bash not found")
 }
 
 // SessionInfo answers session/open.
@@ -205,6 +193,7 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 	life, endLife := context.WithCancel(context.Background())
 	s := &Session{
 		m:        m,
+		life:     life,
 		endLife:  endLife,
 		id:       id,
 		stateDir: stateDir,
@@ -212,8 +201,7 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 		limits:   limits.withDefaults(),
 		lock:     lock,
 		journal:  journal,
-		env:      newLoginEnv(life, m.bash),
-		runner:   m.runner,
+		env:      process.NewLoginEnv(life, m.bash),
 		execs:    map[string]*Execution{},
 		owners:   map[string]string{},
 		dir:      spool.NewDir(stateDir),
@@ -221,6 +209,7 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 		closed:   make(chan struct{}),
 		monitors: map[string]*Monitor{},
 	}
+	s.runner = &process.Local{Bash: m.bash, Env: s.env}
 	s.att.owners = map[string]*ownerMarks{}
 	s.mail = newMailbox(s)
 	s.mail.connected = m.connected
@@ -373,9 +362,10 @@ type Session struct {
 	limits   Limits              // immutable
 	lock     *os.File            // the state directory's flock; closed at close
 	journal  *transcript.Journal // immutable; closed at close
-	endLife  context.CancelFunc  // stops a login-environment capture at close
-	env      *loginEnv
-	runner   Runner
+	life     context.Context     // ends when the session begins to close
+	endLife  context.CancelFunc
+	env      *process.LoginEnv
+	runner   *process.Local
 	sched    scheduler
 	wg       sync.WaitGroup // run goroutines and waiting requests
 
@@ -510,7 +500,7 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 		s:         s,
 		id:        id,
 		remote:    p.remote,
-		spec:      Spec{Command: p.Command, Dir: cwd, Env: env, TTY: p.TTY, Tag: "MEVEDEL_EXEC_TAG=" + s.prefix + "-" + id},
+		spec:      process.Spec{Command: p.Command, Dir: cwd, Env: env, TTY: p.TTY, Tag: "MEVEDEL_EXEC_TAG=" + s.prefix + "-" + id},
 		sp:        sp,
 		grace:     time.Duration(s.limits.GraceMs) * time.Millisecond,
 		toolUseID: p.ToolUseID,
@@ -790,7 +780,7 @@ func (s *Session) Wait() {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
-	s.env.wait()
+	s.env.Wait()
 	if err := s.journal.Close(); err != nil {
 		logf("session %s: closing the journal: %v", s.id, err)
 	}

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"github.com/mevedel/mevedel-exec/process"
 	"io"
 	"runtime"
 	"syscall"
@@ -17,7 +18,7 @@ func BenchmarkStartTrue(b *testing.B) {
 	p := NewPool(Config{Home: s.Home})
 	defer p.Close()
 	run := func() {
-		proc, err := p.Start(b.Context(), target(""), Spec{Command: "true", Tag: "MEVEDEL_EXEC_TAG=bench"})
+		proc, err := p.Start(b.Context(), target(""), process.Spec{Command: "true", Tag: "MEVEDEL_EXEC_TAG=bench"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -39,13 +40,13 @@ func BenchmarkProbe(b *testing.B) {
 	s := sshd.Start(b)
 	p := NewPool(Config{Home: s.Home})
 	defer p.Close()
-	proc, err := p.Start(b.Context(), target(""), Spec{Command: "exec sleep 1000", Tag: "MEVEDEL_EXEC_TAG=bench-probe"})
+	proc, err := p.Start(b.Context(), target(""), process.Spec{Command: "exec sleep 1000", Tag: "MEVEDEL_EXEC_TAG=bench-probe"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer proc.Wait()
 	defer proc.Signal(syscall.SIGKILL)
-	dead, err := p.Start(b.Context(), target(""), Spec{Command: "true", Tag: "MEVEDEL_EXEC_TAG=bench-dead"})
+	dead, err := p.Start(b.Context(), target(""), process.Spec{Command: "true", Tag: "MEVEDEL_EXEC_TAG=bench-dead"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	s := sshd.Start(t)
 	before := runtime.NumGoroutine()
 	p := NewPool(Config{Home: s.Home})
-	proc, err := p.Start(testCtx(t), target(""), Spec{Command: "echo started; exec sleep 1000", Tag: "MEVEDEL_EXEC_TAG=leak"})
+	proc, err := p.Start(testCtx(t), target(""), process.Spec{Command: "echo started; exec sleep 1000", Tag: "MEVEDEL_EXEC_TAG=leak"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package remote
 import (
 	"bytes"
 	"context"
+	"github.com/mevedel/mevedel-exec/process"
 	"io"
 	"os"
 	"strconv"
@@ -105,10 +106,10 @@ func (o *output) all(t *testing.T) string {
 	return o.String()
 }
 
-func wait(t *testing.T, p *Process) (Exit, error) {
+func wait(t *testing.T, p *Process) (process.Exit, error) {
 	t.Helper()
 	type res struct {
-		e   Exit
+		e   process.Exit
 		err error
 	}
 	ch := make(chan res, 1)
@@ -121,7 +122,7 @@ func wait(t *testing.T, p *Process) (Exit, error) {
 		return r.e, r.err
 	case <-time.After(waitLimit):
 		t.Fatalf("Wait did not return within %v", waitLimit)
-		return Exit{}, nil
+		return process.Exit{}, nil
 	}
 }
 
@@ -183,7 +184,7 @@ func reap(t *testing.T, pgid int, tag string) {
 }
 
 // start starts spec on the fixture and registers the cleanup of its group.
-func start(t *testing.T, p *Pool, spec Spec) (*Process, *output) {
+func start(t *testing.T, p *Pool, spec process.Spec) (*Process, *output) {
 	t.Helper()
 	if spec.Tag == "" {
 		spec.Tag = "MEVEDEL_EXEC_TAG=test-" + strconv.FormatInt(time.Now().UnixNano(), 36)

@@ -3,6 +3,7 @@ package remote
 import (
 	"crypto/ed25519"
 	"errors"
+	"github.com/mevedel/mevedel-exec/process"
 	"net"
 	"os"
 	"path/filepath"
@@ -31,7 +32,7 @@ func TestUnknownHostKeyIsRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := newPool(t, s)
-			_, err := p.Start(testCtx(t), target(""), Spec{Command: "true"})
+			_, err := p.Start(testCtx(t), target(""), process.Spec{Command: "true"})
 			var hke *HostKeyError
 			if !errors.As(err, &hke) || hke.Changed {
 				t.Fatalf("Start: %v; want an unknown host key error", err)
@@ -57,7 +58,7 @@ func TestChangedHostKeyIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := newPool(t, s)
-	_, err := p.Start(testCtx(t), target(""), Spec{Command: "true"})
+	_, err := p.Start(testCtx(t), target(""), process.Spec{Command: "true"})
 	var hke *HostKeyError
 	if !errors.As(err, &hke) || !hke.Changed || !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Start: %v; want a changed host key error", err)
@@ -76,7 +77,7 @@ func TestUnreachableHostIsUnavailable(t *testing.T) {
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	s.Stop()
-	_, err := p.Start(testCtx(t), target(""), Spec{Command: "true"})
+	_, err := p.Start(testCtx(t), target(""), process.Spec{Command: "true"})
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Start on a stopped server: %v; want ErrUnavailable", err)
 	}
@@ -86,7 +87,7 @@ func TestPoolSharesOneConnection(t *testing.T) {
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	for i := 0; i < 10; i++ {
-		proc, out := start(t, p, Spec{Command: "echo $$"})
+		proc, out := start(t, p, process.Spec{Command: "echo $$"})
 		if e, err := wait(t, proc); err != nil || e.Code != 0 {
 			t.Fatalf("run %d: %+v, %v", i, e, err)
 		}
@@ -104,7 +105,7 @@ func TestPoolSharesOneConnection(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			proc, err := p2.Start(testCtx(t), target(""), Spec{Command: "true"})
+			proc, err := p2.Start(testCtx(t), target(""), process.Spec{Command: "true"})
 			if err == nil {
 				_, err = proc.Wait()
 			}
@@ -130,7 +131,7 @@ func TestSessionLimitOpensASibling(t *testing.T) {
 	p := newPool(t, s)
 	var procs []*Process
 	for i := 0; i < 12; i++ {
-		proc, out := start(t, p, Spec{Command: "echo started; exec sleep 1000"})
+		proc, out := start(t, p, process.Spec{Command: "echo started; exec sleep 1000"})
 		out.waitFor(t, "started\n")
 		procs = append(procs, proc)
 	}
@@ -150,16 +151,16 @@ func TestSessionLimitOpensASibling(t *testing.T) {
 func TestCloseEndsTheTransport(t *testing.T) {
 	s := sshd.Start(t)
 	p := newPool(t, s)
-	proc, out := start(t, p, Spec{Command: "echo started; exec sleep 1000"})
+	proc, out := start(t, p, process.Spec{Command: "echo started; exec sleep 1000"})
 	out.waitFor(t, "started\n")
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
 	<-proc.Transport()
-	if e, _ := wait(t, proc); !e.TransportLost {
+	if e, _ := wait(t, proc); e.Lost == "" {
 		t.Fatalf("exit %+v", e)
 	}
-	if _, err := p.Start(testCtx(t), target(""), Spec{Command: "true"}); !errors.Is(err, ErrUnavailable) {
+	if _, err := p.Start(testCtx(t), target(""), process.Spec{Command: "true"}); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Start after Close: %v", err)
 	}
 }
@@ -195,7 +196,7 @@ func TestLoginEnvIsCapturedOncePerConnection(t *testing.T) {
 		t.Fatal("the second call captured again")
 	}
 	// It is what a command started with it sees.
-	proc, out := start(t, p, Spec{Command: `printf %s "$PATH"`, Env: env})
+	proc, out := start(t, p, process.Spec{Command: `printf %s "$PATH"`, Env: env})
 	wait(t, proc)
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok && out.all(t) != v {
@@ -218,7 +219,7 @@ func TestAgentKeysAuthenticate(t *testing.T) {
 
 	p := NewPool(Config{Home: home})
 	defer p.Close()
-	if _, err := p.Start(testCtx(t), direct, Spec{Command: "true"}); !errors.Is(err, ErrUnavailable) {
+	if _, err := p.Start(testCtx(t), direct, process.Spec{Command: "true"}); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Start without a key: %v; want ErrUnavailable", err)
 	}
 
@@ -262,7 +263,7 @@ func TestAgentKeysAuthenticate(t *testing.T) {
 	}()
 	pa := NewPool(Config{Home: home, AgentSocket: sock})
 	defer pa.Close()
-	proc, err := pa.Start(testCtx(t), direct, Spec{Command: "echo via agent"})
+	proc, err := pa.Start(testCtx(t), direct, process.Spec{Command: "echo via agent"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,36 +15,21 @@ import (
 	"time"
 
 	"github.com/mevedel/mevedel-exec/internal/envlist"
+	"github.com/mevedel/mevedel-exec/process"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
 )
 
-// Spec is what Start needs to run one command on a host.
-type Spec struct {
-	Command string // run as bash -c Command
-	// Dir is the working directory on the host: absolute, "~", "~/...",
-	// relative to the home directory, or empty for the home directory.
-	Dir string
-	// Env is the complete environment, KEY=value; nil keeps the one sshd
-	// gives, less SSH_CLIENT and SSH2_CLIENT (with them bash would read
-	// ~/.bashrc for every command).
-	Env []string
-	// Overlay sets Env on top of sshd's environment instead of replacing
+// launchSpec is a process.Spec as the host runs it. Its Dir is the
+// working directory on the host: absolute, "~", "~/...", relative to the
+// home directory, or empty for the home directory. Its Env is the complete
+// environment; nil keeps the one sshd gives, less SSH_CLIENT and
+// SSH2_CLIENT (with them bash would read ~/.bashrc for every command).
+type launchSpec struct {
+	process.Spec
+	// overlay sets Env on top of sshd's environment instead of replacing
 	// it: the fallback when no login environment could be captured.
-	Overlay bool
-	TTY     bool   // a pty for the command; input stays writable
-	Tag     string // KEY=value set in the environment to trace descendants
-}
-
-// Exit is how a remote command ended.
-type Exit struct {
-	Code     int            // valid when !Signaled && !TransportLost
-	Signal   syscall.Signal // valid when Signaled; 0 for a name we do not know
-	Signaled bool
-	// TransportLost is true when no exit status arrived: the connection
-	// (or the server's side of the channel) ended first. The command may
-	// still be running.
-	TransportLost bool
+	overlay bool
 }
 
 // Liveness is a probe's verdict on a remote group.
@@ -92,8 +78,8 @@ type Process struct {
 
 	exited chan struct{} // closed once, when exit is set
 	once   sync.Once
-	exit   Exit  // set before exited is closed
-	err    error // set before exited is closed
+	exit   process.Exit // set before exited is closed
+	err    error        // set before exited is closed
 }
 
 // Start runs spec on t. It returns once the command has started (its
@@ -101,7 +87,11 @@ type Process struct {
 // command. A command in pipe mode goes to the connection's standby when
 // it has one (a wrapper already started, waiting for its command), and
 // leaves another standby behind for the next one.
-func (p *Pool) Start(ctx context.Context, t Target, spec Spec) (*Process, error) {
+func (p *Pool) Start(ctx context.Context, t Target, spec process.Spec) (*Process, error) {
+	return p.start(ctx, t, launchSpec{Spec: spec})
+}
+
+func (p *Pool) start(ctx context.Context, t Target, spec launchSpec) (*Process, error) {
 	if spec.Tag != "" && (!strings.Contains(spec.Tag, "=") || strings.ContainsAny(spec.Tag, " \t\r\n")) {
 		return nil, fmt.Errorf("remote: tag %q must be KEY=value without blanks", spec.Tag)
 	}
@@ -248,7 +238,7 @@ func (proc *Process) startError(r resolved, line identityLine) error {
 		msg = "no output"
 	}
 	status := "no exit status"
-	if proc.Exited() && !proc.exit.TransportLost {
+	if proc.Exited() && proc.exit.Lost == "" {
 		status = "exit " + strconv.Itoa(proc.exit.Code)
 		if proc.exit.Signaled {
 			status = "signal " + unix.SignalName(proc.exit.Signal)
@@ -362,7 +352,7 @@ func (proc *Process) serveRequests(reqs <-chan *ssh.Request) {
 		case "exit-status":
 			var m struct{ Status uint32 }
 			if ssh.Unmarshal(req.Payload, &m) == nil {
-				proc.setExit(Exit{Code: int(m.Status)}, nil)
+				proc.setExit(process.Exit{Code: int(m.Status)}, nil)
 			}
 		case "exit-signal":
 			var m struct {
@@ -372,7 +362,7 @@ func (proc *Process) serveRequests(reqs <-chan *ssh.Request) {
 				Lang       string
 			}
 			if ssh.Unmarshal(req.Payload, &m) == nil {
-				proc.setExit(Exit{Signaled: true, Signal: unix.SignalNum("SIG" + m.Signal)}, nil)
+				proc.setExit(process.Exit{Signaled: true, Signal: unix.SignalNum("SIG" + m.Signal)}, nil)
 			}
 		}
 		if req.WantReply {
@@ -383,11 +373,12 @@ func (proc *Process) serveRequests(reqs <-chan *ssh.Request) {
 	if proc.conn.isDead() {
 		why = fmt.Sprintf("connection lost: %v", proc.conn.deadErr)
 	}
-	proc.setExit(Exit{TransportLost: true}, unavailablef("remote: %s: %s", proc.grp.target.Target, why))
+	err := unavailablef("remote: %s: %s", proc.grp.target.Target, why)
+	proc.setExit(process.Exit{Lost: "the connection to the host was lost before the command's exit status arrived: " + err.Error()}, err)
 	proc.conn.closed()
 }
 
-func (proc *Process) setExit(e Exit, err error) {
+func (proc *Process) setExit(e process.Exit, err error) {
 	proc.once.Do(func() {
 		proc.exit, proc.err = e, err
 		close(proc.exited)
@@ -426,9 +417,10 @@ func (r outputReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// Wait waits for the command's exit status. Exit.TransportLost (with an
-// ErrUnavailable error) says none came.
-func (proc *Process) Wait() (Exit, error) {
+// Wait waits for the command's exit status. Exit.Lost (with an
+// ErrUnavailable error) says none came: the command may have ended any
+// way, or still run.
+func (proc *Process) Wait() (process.Exit, error) {
 	<-proc.exited
 	return proc.exit, proc.err
 }
@@ -484,7 +476,11 @@ func (proc *Process) Write(b []byte) (int, error) {
 	if !proc.grp.id.TTY {
 		return 0, errors.New("remote: stdin is closed in pipe mode")
 	}
-	return proc.ch.Write(b)
+	n, err := proc.ch.Write(b)
+	if errors.Is(err, io.EOF) {
+		err = os.ErrClosed // the command's end closed the channel, as a local terminal's would be
+	}
+	return n, err
 }
 
 // CloseOutput unblocks a reader of Output for good. It closes the channel:

@@ -3,6 +3,7 @@ package remote
 import (
 	"bufio"
 	"errors"
+	"github.com/mevedel/mevedel-exec/process"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -18,9 +19,9 @@ import (
 func TestEchoAndExitCode(t *testing.T) {
 	s := sshd.Start(t)
 	p := newPool(t, s)
-	proc, out := start(t, p, Spec{Command: "echo hello; exit 3"})
+	proc, out := start(t, p, process.Spec{Command: "echo hello; exit 3"})
 	e, err := wait(t, proc)
-	if err != nil || e != (Exit{Code: 3}) {
+	if err != nil || e != (process.Exit{Code: 3}) {
 		t.Fatalf("exit %+v, %v; want code 3", e, err)
 	}
 	if got := out.all(t); got != "hello\n" {
@@ -34,7 +35,7 @@ func TestEchoAndExitCode(t *testing.T) {
 func TestStderrMergedInOrder(t *testing.T) {
 	s := sshd.Start(t)
 	p := newPool(t, s)
-	proc, out := start(t, p, Spec{Command: "echo one; echo two >&2; echo three; echo four >&2"})
+	proc, out := start(t, p, process.Spec{Command: "echo one; echo two >&2; echo three; echo four >&2"})
 	if e, err := wait(t, proc); err != nil || e.Code != 0 {
 		t.Fatalf("exit %+v, %v", e, err)
 	}
@@ -52,7 +53,7 @@ func TestEnvAndDirApplied(t *testing.T) {
 	}
 	tricky := "it's \"quoted\" $HOME `x` \\ \n second line"
 	tag := "MEVEDEL_EXEC_TAG=env-test"
-	proc, out := start(t, p, Spec{
+	proc, out := start(t, p, process.Spec{
 		Command: `printf '%s|%s|%s|%s' "$PWD" "$FOO" "${HOME-unset}" "$MEVEDEL_EXEC_TAG"`,
 		Dir:     dir,
 		Env:     []string{"PATH=/usr/bin:/bin", "FOO=" + tricky},
@@ -68,7 +69,7 @@ func TestEnvAndDirApplied(t *testing.T) {
 
 	// "~" is the remote home; a nil Env keeps sshd's environment.
 	u, _ := user.Current()
-	proc, out = start(t, p, Spec{Command: `printf '%s|%s' "$PWD" "$HOME"`, Dir: "~"})
+	proc, out = start(t, p, process.Spec{Command: `printf '%s|%s' "$PWD" "$HOME"`, Dir: "~"})
 	wait(t, proc)
 	if got := out.all(t); got != u.HomeDir+"|"+u.HomeDir {
 		t.Fatalf("home: %q", got)
@@ -78,7 +79,7 @@ func TestEnvAndDirApplied(t *testing.T) {
 func TestMissingDirFailsTheStart(t *testing.T) {
 	s := sshd.Start(t)
 	p := newPool(t, s)
-	_, err := p.Start(testCtx(t), target(""), Spec{Command: "echo never", Dir: "/nonexistent/dir"})
+	_, err := p.Start(testCtx(t), target(""), process.Spec{Command: "echo never", Dir: "/nonexistent/dir"})
 	if err == nil || !strings.Contains(err.Error(), "working directory") || !strings.Contains(err.Error(), "/nonexistent/dir") {
 		t.Fatalf("Start in a missing directory: %v", err)
 	}
@@ -90,7 +91,7 @@ func TestMissingDirFailsTheStart(t *testing.T) {
 func TestIdentityLineMatchesRemoteProc(t *testing.T) {
 	s := sshd.Start(t)
 	p := newPool(t, s)
-	proc, out := start(t, p, Spec{Command: "echo ready; exec sleep 1000"})
+	proc, out := start(t, p, process.Spec{Command: "echo ready; exec sleep 1000"})
 	out.waitFor(t, "ready\n")
 	state, pgrp, startTime, ok := stat(proc.Pid())
 	if !ok || state == 'Z' {
@@ -140,7 +141,7 @@ func TestOutputStreamsBeforeTheEnd(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	proc, out := start(t, p, Spec{Command: "echo first; read -r x < " + shq(fifo) + "; echo second:$x"})
+	proc, out := start(t, p, process.Spec{Command: "echo first; read -r x < " + shq(fifo) + "; echo second:$x"})
 	out.waitFor(t, "first\n")
 	if proc.Exited() {
 		t.Fatal("exited before the gate opened")
@@ -165,7 +166,7 @@ func TestOutputStreamsBeforeTheEnd(t *testing.T) {
 func TestTTYInputIsEchoed(t *testing.T) {
 	s := sshd.Start(t)
 	p := newPool(t, s)
-	proc, out := start(t, p, Spec{Command: `[ -t 0 ] && echo tty; read -r line; echo "got:$line"`, TTY: true})
+	proc, out := start(t, p, process.Spec{Command: `[ -t 0 ] && echo tty; read -r line; echo "got:$line"`, TTY: true})
 	out.waitFor(t, "tty")
 	if _, err := proc.Write([]byte("hello\n")); err != nil {
 		t.Fatal(err)
@@ -179,7 +180,7 @@ func TestTTYInputIsEchoed(t *testing.T) {
 	}
 
 	// Pipe mode has no input.
-	proc, _ = start(t, p, Spec{Command: "cat; echo eof"})
+	proc, _ = start(t, p, process.Spec{Command: "cat; echo eof"})
 	if _, err := proc.Write([]byte("x")); err == nil {
 		t.Fatal("Write in pipe mode succeeded")
 	}
@@ -191,7 +192,7 @@ func TestSignalKillsTheTree(t *testing.T) {
 	p := newPool(t, s)
 	tag := "MEVEDEL_EXEC_TAG=tree-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	// Two children in the group and one that left it with setsid.
-	proc, out := start(t, p, Spec{Command: "sleep 1000 & sleep 1000 & setsid sleep 1000 & echo started; wait", Tag: tag})
+	proc, out := start(t, p, process.Spec{Command: "sleep 1000 & sleep 1000 & setsid sleep 1000 & echo started; wait", Tag: tag})
 	out.waitFor(t, "started\n")
 	// The children may still be between fork and exec.
 	var before []int
@@ -233,7 +234,7 @@ func TestInterruptReachesTheGroup(t *testing.T) {
 	p := newPool(t, s)
 	// Asynchronous commands of a shell without job control ignore SIGINT:
 	// the sleep runs in the foreground.
-	proc, out := start(t, p, Spec{Command: "trap 'echo caught; exit 130' INT; echo ready; sleep 1000"})
+	proc, out := start(t, p, process.Spec{Command: "trap 'echo caught; exit 130' INT; echo ready; sleep 1000"})
 	out.waitFor(t, "ready\n")
 	if err := proc.Interrupt(); err != nil {
 		t.Fatal(err)
@@ -252,7 +253,7 @@ func TestInterruptReachesTheGroup(t *testing.T) {
 func TestInterruptInTTYMode(t *testing.T) {
 	s := sshd.Start(t)
 	p := newPool(t, s)
-	proc, out := start(t, p, Spec{Command: "echo ready; sleep 1000; echo after", TTY: true})
+	proc, out := start(t, p, process.Spec{Command: "echo ready; sleep 1000; echo after", TTY: true})
 	out.waitFor(t, "ready")
 	if err := proc.Interrupt(); err != nil {
 		t.Fatal(err)
@@ -271,7 +272,7 @@ func TestInterruptInTTYMode(t *testing.T) {
 func TestZombieOnlyGroupProbesDead(t *testing.T) {
 	s := sshd.Start(t)
 	p := newPool(t, s)
-	proc, out := start(t, p, Spec{Command: "echo ready; exec sleep 1000"})
+	proc, out := start(t, p, process.Spec{Command: "echo ready; exec sleep 1000"})
 	out.waitFor(t, "ready\n")
 	parent := ppid(t, proc.Pid())
 	if err := syscall.Kill(parent, syscall.SIGSTOP); err != nil {
@@ -318,7 +319,7 @@ func ppid(t *testing.T, pid int) int {
 func TestAmbiguousIdentityIsNeverSignalled(t *testing.T) {
 	s := sshd.Start(t)
 	p := newPool(t, s)
-	proc, out := start(t, p, Spec{Command: "echo ready; exec sleep 1000"})
+	proc, out := start(t, p, process.Spec{Command: "echo ready; exec sleep 1000"})
 	out.waitFor(t, "ready\n")
 	id := proc.Identity()
 	id.Start++ // as if the pid now belonged to a later process
@@ -351,7 +352,7 @@ func TestSurvivorsNeedTheTag(t *testing.T) {
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	tag := "MEVEDEL_EXEC_TAG=surv-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	proc, out := start(t, p, Spec{Command: "sleep 1000 & echo started", Tag: tag})
+	proc, out := start(t, p, process.Spec{Command: "sleep 1000 & echo started", Tag: tag})
 	out.waitFor(t, "started\n")
 	if e, err := wait(t, proc); err != nil || e.Code != 0 {
 		t.Fatalf("exit %+v, %v", e, err)
@@ -389,7 +390,7 @@ func TestSurvivorsNeedTheTag(t *testing.T) {
 func TestTransportLossAndReconnect(t *testing.T) {
 	s := sshd.Start(t)
 	p := newPool(t, s)
-	proc, out := start(t, p, Spec{Command: "echo started; exec sleep 1000"})
+	proc, out := start(t, p, process.Spec{Command: "echo started; exec sleep 1000"})
 	out.waitFor(t, "started\n")
 	if s.KillConnections() == 0 {
 		t.Fatal("no connection to kill")
@@ -400,7 +401,7 @@ func TestTransportLossAndReconnect(t *testing.T) {
 		t.Fatal("Transport not closed after the connection died")
 	}
 	e, err := wait(t, proc)
-	if !e.TransportLost || !errors.Is(err, ErrUnavailable) {
+	if e.Lost == "" || !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("exit %+v, %v; want TransportLost", e, err)
 	}
 	out.all(t)
@@ -420,7 +421,7 @@ func TestTransportLossAndReconnect(t *testing.T) {
 			t.Fatal("still alive")
 		}
 	}
-	proc2, out2 := start(t, p, Spec{Command: "echo again"})
+	proc2, out2 := start(t, p, process.Spec{Command: "echo again"})
 	wait(t, proc2)
 	if got := out2.all(t); got != "again\n" {
 		t.Fatalf("after reconnection: %q", got)
@@ -434,7 +435,7 @@ func TestKeepaliveDropsASilentConnection(t *testing.T) {
 	s := sshd.Start(t)
 	p := NewPool(Config{Home: s.Home, KeepAlive: 100 * time.Millisecond})
 	t.Cleanup(func() { p.Close() })
-	proc, out := start(t, p, Spec{Command: "echo started; exec sleep 1000"})
+	proc, out := start(t, p, process.Spec{Command: "echo started; exec sleep 1000"})
 	out.waitFor(t, "started\n")
 	conns := s.Connections()
 	for _, pid := range conns {
@@ -450,7 +451,7 @@ func TestKeepaliveDropsASilentConnection(t *testing.T) {
 	case <-time.After(waitLimit):
 		t.Fatal("keepalive did not notice a silent server")
 	}
-	if e, _ := wait(t, proc); !e.TransportLost {
+	if e, _ := wait(t, proc); e.Lost == "" {
 		t.Fatalf("exit %+v, want TransportLost", e)
 	}
 }
@@ -458,7 +459,7 @@ func TestKeepaliveDropsASilentConnection(t *testing.T) {
 func TestCloseOutputUnblocksTheReader(t *testing.T) {
 	s := sshd.Start(t)
 	p := newPool(t, s)
-	proc, out := start(t, p, Spec{Command: "echo started; exec sleep 1000"})
+	proc, out := start(t, p, process.Spec{Command: "echo started; exec sleep 1000"})
 	out.waitFor(t, "started\n")
 	if err := proc.CloseOutput(); err != nil {
 		t.Fatal(err)

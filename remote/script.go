@@ -58,12 +58,12 @@ var hostile = map[string]bool{"BASH_ENV": true, "SHELLOPTS": true, "BASHOPTS": t
 
 // wrapperCommand is the exec command of one execution started on a fresh
 // channel.
-func wrapperCommand(spec Spec) string {
+func wrapperCommand(spec launchSpec) string {
 	env := spec.Env
 	if spec.Tag != "" {
 		env = append(env[:len(env):len(env)], spec.Tag)
 	}
-	return launchCommand(env, spec.Env == nil || spec.Overlay, identityPrologue+commandTail(spec, nil, nil))
+	return launchCommand(env, spec.Env == nil || spec.overlay, identityPrologue+commandTail(spec, nil, nil))
 }
 
 // launchCommand is the channel's command: bash running script with the
@@ -90,7 +90,7 @@ func launchCommand(env []string, overlay bool, script string) string {
 // unset and export (the difference between the wrapper's environment and
 // the command's), enters the directory, prints the identity line and
 // execs the command.
-func commandTail(spec Spec, unset, export []string) string {
+func commandTail(spec launchSpec, unset, export []string) string {
 	var b strings.Builder
 	if len(unset) > 0 {
 		b.WriteString("builtin unset -v")

@@ -3,6 +3,7 @@ package remote
 import (
 	"bufio"
 	"bytes"
+	"github.com/mevedel/mevedel-exec/process"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,11 +17,11 @@ import (
 // path).
 func TestWrapperMakesItsOwnGroup(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command("/bin/sh", "-c", wrapperCommand(Spec{
+	cmd := exec.Command("/bin/sh", "-c", wrapperCommand(launchSpec{Spec: process.Spec{
 		Command: `printf 'pid=%s\n' "$$"; read -r s </proc/$$/stat; set -- ${s##*) }; echo "pgid=$3"`,
 		Dir:     dir,
 		Env:     []string{"PATH=/usr/bin:/bin"},
-	}))
+	}}))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v: %q", err, out)
@@ -51,7 +52,7 @@ func TestWrapperDirectories(t *testing.T) {
 		{dir: "", want: home},
 		{dir: "/nonexistent", failure: "working directory: "},
 	} {
-		cmd := exec.Command("/bin/sh", "-c", wrapperCommand(Spec{Command: "pwd", Dir: tt.dir}))
+		cmd := exec.Command("/bin/sh", "-c", wrapperCommand(launchSpec{Spec: process.Spec{Command: "pwd", Dir: tt.dir}}))
 		cmd.Dir = home
 		cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
 		out, _ := cmd.CombinedOutput()

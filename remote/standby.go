@@ -30,7 +30,7 @@ type standby struct {
 // when there is none fit for spec, or the one taken was found gone before
 // its command could start: then nothing ran, and the caller starts spec
 // the usual way.
-func (p *Pool) startOnStandby(ctx context.Context, r resolved, spec Spec) (proc *Process, err error, ok bool) {
+func (p *Pool) startOnStandby(ctx context.Context, r resolved, spec launchSpec) (proc *Process, err error, ok bool) {
 	sb, unset, export := p.takeStandby(r, spec)
 	if sb == nil {
 		return nil, nil, false
@@ -62,7 +62,7 @@ const standbyDelay = 200 * time.Millisecond
 // standbyDelay: a short command and the probe of its end do not compete
 // for the host's CPU with the standby's login shell, and the next command
 // of a long one still finds a standby.
-func (proc *Process) standbyAfter(r resolved, spec Spec) {
+func (proc *Process) standbyAfter(r resolved, spec launchSpec) {
 	p := proc.grp.pool
 	proc.grp.mu.Lock()
 	judged := proc.exited // without an await, the exit is enough
@@ -91,7 +91,7 @@ func (proc *Process) standbyAfter(r resolved, spec Spec) {
 // the variables to unset and export. A standby that cannot (another
 // environment) or can no longer (its wrapper ended) is closed: the start
 // that follows leaves a fitting one behind.
-func (p *Pool) takeStandby(r resolved, spec Spec) (*standby, []string, []string) {
+func (p *Pool) takeStandby(r resolved, spec launchSpec) (*standby, []string, []string) {
 	p.mu.Lock()
 	h := p.hosts[r.key()]
 	p.mu.Unlock()
@@ -124,8 +124,8 @@ func (p *Pool) takeStandby(r resolved, spec Spec) (*standby, []string, []string)
 // tag included. ok is false when the wrapper cannot get there: a name the
 // shell cannot export, or an unset on top of sshd's environment (which
 // would not bring sshd's value back).
-func (sb *standby) delta(spec Spec) (unset, export []string, ok bool) {
-	overlay := spec.Env == nil || spec.Overlay
+func (sb *standby) delta(spec launchSpec) (unset, export []string, ok bool) {
+	overlay := spec.Env == nil || spec.overlay
 	if overlay != sb.overlay {
 		return nil, nil, false
 	}
@@ -182,7 +182,7 @@ func identifier(name string) bool {
 // prepareStandby starts a standby on c with spec's environment, in the
 // background, unless c has one, is making one, or has no session to
 // spare.
-func (c *conn) prepareStandby(r resolved, spec Spec) {
+func (c *conn) prepareStandby(r resolved, spec launchSpec) {
 	c.mu.Lock()
 	if c.sb != nil || c.sbPending || (c.limit > 0 && c.open+1 >= c.limit) {
 		c.mu.Unlock()
@@ -199,7 +199,7 @@ func (c *conn) prepareStandby(r resolved, spec Spec) {
 			}
 		}
 	}
-	overlay := spec.Env == nil || spec.Overlay
+	overlay := spec.Env == nil || spec.overlay
 	started := c.pool.spawn(func() {
 		sb := c.newStandby(r, env, overlay)
 		c.mu.Lock()

@@ -3,6 +3,7 @@ package remote
 import (
 	"bytes"
 	"context"
+	"github.com/mevedel/mevedel-exec/process"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,7 +57,7 @@ func TestStandbyRunsTheNextCommand(t *testing.T) {
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	base := []string{"PATH=/usr/bin:/bin", "HOME=" + os.Getenv("HOME"), "KEEP=same", "DROP=gone", "CHANGE=old"}
-	proc, out := start(t, p, Spec{Command: "echo first", Env: base})
+	proc, out := start(t, p, process.Spec{Command: "echo first", Env: base})
 	wait(t, proc)
 	out.all(t)
 	waitStandby(t, p)
@@ -69,7 +70,7 @@ func TestStandbyRunsTheNextCommand(t *testing.T) {
 	env := []string{"PATH=/usr/bin:/bin", "HOME=" + os.Getenv("HOME"), "KEEP=same", "CHANGE=" + tricky, "NEW=1"}
 	tag := "MEVEDEL_EXEC_TAG=standby-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	opened := p.sessions.Load()
-	proc, out = start(t, p, Spec{
+	proc, out = start(t, p, process.Spec{
 		Command: `printf '%s|%s|%s|%s|%s|%s' "$PWD" "$KEEP" "${DROP-unset}" "$CHANGE" "$NEW" "$MEVEDEL_EXEC_TAG"; echo; echo err >&2; read -r x || echo eof`,
 		Dir:     dir, Env: env, Tag: tag,
 	})
@@ -93,13 +94,13 @@ func TestStandbyRunsTheNextCommand(t *testing.T) {
 func TestLostStandbyFallsBack(t *testing.T) {
 	s := sshd.Start(t)
 	p := newPool(t, s)
-	proc, _ := start(t, p, Spec{Command: "true"})
+	proc, _ := start(t, p, process.Spec{Command: "true"})
 	wait(t, proc)
 	c := waitStandby(t, p)
 	c.mu.Lock()
 	c.sb.proc.ch.Close()
 	c.mu.Unlock()
-	proc, out := start(t, p, Spec{Command: "echo fine"})
+	proc, out := start(t, p, process.Spec{Command: "echo fine"})
 	if e, err := wait(t, proc); err != nil || e.Code != 0 {
 		t.Fatalf("exit %+v, %v", e, err)
 	}
@@ -126,7 +127,7 @@ func TestHostileVariablesSkipTheWrapper(t *testing.T) {
 		if err := os.WriteFile(count, nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		proc, out := start(t, p, Spec{Command: `echo "$BASH_ENV"`, Env: env})
+		proc, out := start(t, p, process.Spec{Command: `echo "$BASH_ENV"`, Env: env})
 		wait(t, proc)
 		if got := out.all(t); got != rc+"\n" {
 			t.Fatalf("run %d: output %q", i, got)
@@ -139,21 +140,21 @@ func TestHostileVariablesSkipTheWrapper(t *testing.T) {
 
 func TestStandbyDelta(t *testing.T) {
 	sb := &standby{env: envMap([]string{"A=1", "B=2", "C=3"})}
-	unset, export, ok := sb.delta(Spec{Env: []string{"A=1", "B=x", "D=4", "BASH_ENV=/rc"}, Tag: "T=t"})
+	unset, export, ok := sb.delta(launchSpec{Spec: process.Spec{Env: []string{"A=1", "B=x", "D=4", "BASH_ENV=/rc"}, Tag: "T=t"}})
 	if !ok || !slices.Equal(unset, []string{"C"}) || !slices.Equal(export, []string{"B=x", "D=4", "T=t"}) {
 		t.Fatalf("delta: %v %v %v", unset, export, ok)
 	}
-	if _, _, ok := sb.delta(Spec{Env: []string{"A=1", "B=2", "C=3", "NOT-A-NAME=1"}}); ok {
+	if _, _, ok := sb.delta(launchSpec{Spec: process.Spec{Env: []string{"A=1", "B=2", "C=3", "NOT-A-NAME=1"}}}); ok {
 		t.Fatal("a name the shell cannot export was accepted")
 	}
-	if _, _, ok := sb.delta(Spec{Env: []string{"A=1"}, Overlay: true}); ok {
+	if _, _, ok := sb.delta(launchSpec{Spec: process.Spec{Env: []string{"A=1"}}, overlay: true}); ok {
 		t.Fatal("a replacing standby took an overlay")
 	}
 	over := &standby{env: envMap([]string{"A=1"}), overlay: true}
-	if _, _, ok := over.delta(Spec{Env: []string{"B=2"}, Overlay: true}); ok {
+	if _, _, ok := over.delta(launchSpec{Spec: process.Spec{Env: []string{"B=2"}}, overlay: true}); ok {
 		t.Fatal("an unset on top of sshd's environment was accepted")
 	}
-	if _, export, ok := over.delta(Spec{Env: []string{"A=1", "B=2"}, Overlay: true}); !ok || !slices.Equal(export, []string{"B=2"}) {
+	if _, export, ok := over.delta(launchSpec{Spec: process.Spec{Env: []string{"A=1", "B=2"}}, overlay: true}); !ok || !slices.Equal(export, []string{"B=2"}) {
 		t.Fatalf("overlay delta: %v %v", export, ok)
 	}
 }
@@ -163,7 +164,7 @@ func TestStandbyDelta(t *testing.T) {
 func TestAwaitJudgesTheEnd(t *testing.T) {
 	s := sshd.Start(t)
 	p := newPool(t, s)
-	proc, out := start(t, p, Spec{Command: "echo done"})
+	proc, out := start(t, p, process.Spec{Command: "echo done"})
 	wait(t, proc)
 	out.all(t)
 	g := proc.Group()
@@ -179,7 +180,7 @@ func TestAwaitJudgesTheEnd(t *testing.T) {
 		t.Fatalf("after the await: %v, want dead", l)
 	}
 	// A long command ends its await early; its probe then asks the host.
-	proc, out = start(t, p, Spec{Command: "echo started; exec sleep 1000"})
+	proc, out = start(t, p, process.Spec{Command: "echo started; exec sleep 1000"})
 	out.waitFor(t, "started\n")
 	if !proc.Alive() {
 		t.Fatal("not alive")
@@ -197,7 +198,7 @@ func TestAwaitJudgesTheEnd(t *testing.T) {
 func TestControlRequestsArePipelined(t *testing.T) {
 	s := sshd.Start(t)
 	p := newPool(t, s)
-	proc, out := start(t, p, Spec{Command: "echo started; exec sleep 1000"})
+	proc, out := start(t, p, process.Spec{Command: "echo started; exec sleep 1000"})
 	out.waitFor(t, "started\n")
 	defer func() {
 		proc.Signal(syscall.SIGKILL)
@@ -259,7 +260,7 @@ func TestAwaitFindsLaterEscapees(t *testing.T) {
 		t.Fatal(err)
 	}
 	tag := "MEVEDEL_EXEC_TAG=later-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	proc, out := start(t, p, Spec{
+	proc, out := start(t, p, process.Spec{
 		Command: "read -r x <" + shq(gate) + "; setsid sleep 1000 >/dev/null 2>&1 & echo \"pid $!\"",
 		Tag:     tag,
 	})

@@ -96,7 +96,7 @@ func newServer(logger *log.Logger) *Server {
 			_ = c.Notify(notifyCtx, method, params)
 		}
 	})
-	s.mgr = execution.NewManager(s.fwd, &execution.Local{})
+	s.mgr = execution.NewManager(s.fwd)
 	return s
 }
 

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/process"
 	"github.com/mevedel/mevedel-exec/rpc"
 )
 
@@ -50,8 +51,9 @@ func serve(args []string) int {
 	}
 	logger := log.New(os.Stderr, "mevedel-exec: ", log.LstdFlags|log.Lmicroseconds)
 	execution.SetLogger(logger)
+	process.SetLogger(logger)
 	stop := make(chan struct{})
-	waitReaper, err := execution.BecomeSubreaper(logger, stop)
+	waitReaper, err := process.BecomeSubreaper(logger, stop)
 	if err != nil {
 		logger.Printf("cannot become a child subreaper (escaped descendants are still traced by tag): %v", err)
 	}

@@ -1101,7 +1101,7 @@ func (lb *logsBench) grepInProcess(ctx context.Context) error {
 	// private one, so no user profile runs beside the measurements.
 	realHome, hadHome := os.LookupEnv("HOME")
 	os.Setenv("HOME", lb.home)
-	mgr := execution.NewManager(nopEvents{}, &execution.Local{})
+	mgr := execution.NewManager(nopEvents{})
 	const id = "bench-inproc"
 	_, err := mgr.Open(id, lb.corpus.stateDir, execution.Limits{})
 	if hadHome {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"fmt"
+	"github.com/mevedel/mevedel-exec/process"
 	"net"
 	"os"
 	"os/exec"
@@ -170,7 +171,7 @@ func TestRemoteYieldThenPoll(t *testing.T) {
 			leaderStart = r.Leader.StartTime
 		}
 	}
-	if st, ok := execution.StartTime(running.Facts.Pid); !ok || st != leaderStart {
+	if st, ok := process.StartTime(running.Facts.Pid); !ok || st != leaderStart {
 		t.Fatalf("row leader start %d, /proc says %d (%v)", leaderStart, st, ok)
 	}
 	release(t, gate)

@@ -1,6 +1,7 @@
-package execution
+package process
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,44 +18,55 @@ import (
 // group (pipe mode) or session with a pty (tty mode).
 type Local struct {
 	Bash string // path of bash; if empty, looked up on PATH
+	// Env, when set, is the login environment a command's Spec.Env is laid
+	// over; without it the command gets Spec.Env alone.
+	Env *LoginEnv
 }
 
 // pipeSize is the capacity asked of the output pipe: fewer, larger reads
 // keep spooling close to the speed of a plain file copy.
 const pipeSize = 1 << 20
 
-func (l *Local) Start(spec Spec) (Process, error) {
+// Start starts spec once the login environment is known.
+func (l *Local) Start(ctx context.Context, spec Spec) (Process, error) {
+	env := spec.Env
+	if l.Env != nil {
+		env = MergeEnv(l.Env.Get(ctx), spec.Env)
+	}
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
 	bash := l.Bash
 	if bash == "" {
 		var err error
-		if bash, err = exec.LookPath("bash"); err != nil {
-			return nil, fmt.Errorf("execution: bash not found: %w", err)
+		if bash, err = LookBash(); err != nil {
+			return nil, err
 		}
 	}
 	if fi, err := os.Stat(spec.Dir); err != nil {
-		return nil, fmt.Errorf("execution: working directory: %w", err)
+		return nil, fmt.Errorf("working directory: %w", err)
 	} else if !fi.IsDir() {
-		return nil, fmt.Errorf("execution: working directory %s is not a directory", spec.Dir)
+		return nil, fmt.Errorf("working directory %s is not a directory", spec.Dir)
 	}
 	cmd := exec.Command(bash, "-c", spec.Command)
 	cmd.Dir = spec.Dir
-	cmd.Env = append(spec.Env[:len(spec.Env):len(spec.Env)], spec.Tag)
+	cmd.Env = append(env[:len(env):len(env)], spec.Tag)
 	p := &localProcess{cmd: cmd, tag: spec.Tag, tty: spec.TTY}
 	if spec.TTY {
 		ptmx, tty, err := pty.Open()
 		if err != nil {
-			return nil, fmt.Errorf("execution: opening a pty: %w", err)
+			return nil, fmt.Errorf("opening a pty: %w", err)
 		}
 		_ = pty.Setsize(ptmx, &pty.Winsize{Rows: 24, Cols: 200})
 		if ptmx, err = pollable(ptmx); err != nil {
 			tty.Close()
-			return nil, fmt.Errorf("execution: pty: %w", err)
+			return nil, fmt.Errorf("pty: %w", err)
 		}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 		// A new session with the pty as controlling terminal; its leader
 		// is also the group leader.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
-		err = spawn(cmd)
+		err = Spawn(cmd)
 		tty.Close()
 		if err != nil {
 			ptmx.Close()
@@ -64,7 +76,7 @@ func (l *Local) Start(spec Spec) (Process, error) {
 	} else {
 		pr, pw, err := os.Pipe()
 		if err != nil {
-			return nil, fmt.Errorf("execution: output pipe: %w", err)
+			return nil, fmt.Errorf("output pipe: %w", err)
 		}
 		_, _ = unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, pipeSize)
 		null, err := os.Open(os.DevNull)
@@ -75,7 +87,7 @@ func (l *Local) Start(spec Spec) (Process, error) {
 		}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = null, pw, pw
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		err = spawn(cmd)
+		err = Spawn(cmd)
 		pw.Close()
 		null.Close()
 		if err != nil {
@@ -120,13 +132,14 @@ type localProcess struct {
 	exited bool // guarded by mu; Wait has returned
 }
 
-func (p *localProcess) Pid() int          { return p.pid }
-func (p *localProcess) Pgid() int         { return p.pid }
-func (p *localProcess) Output() io.Reader { return ptyReader{p.out} }
+func (p *localProcess) Pid() int            { return p.pid }
+func (p *localProcess) Pgid() int           { return p.pid }
+func (p *localProcess) LeaderStart() uint64 { return p.start }
+func (p *localProcess) Output() io.Reader   { return ptyReader{p.out} }
 
 func (p *localProcess) Wait() (Exit, error) {
 	err := p.cmd.Wait()
-	forget(p.pid)
+	Forget(p.pid)
 	p.mu.Lock()
 	p.exited = true
 	p.mu.Unlock()
@@ -158,11 +171,11 @@ func (p *localProcess) Exited() bool {
 
 func (p *localProcess) Signal(sig syscall.Signal) error {
 	_ = unix.Kill(-p.pid, sig)
-	for _, m := range members(p.pid, p.tag, p.start) {
-		_ = unix.Kill(m.pid, sig)
+	for _, m := range Members(p.pid, p.tag, p.start) {
+		_ = unix.Kill(m.Pid, sig)
 		if sig == unix.SIGTERM {
 			// A stopped process acts on TERM only once continued.
-			_ = unix.Kill(m.pid, unix.SIGCONT)
+			_ = unix.Kill(m.Pid, unix.SIGCONT)
 		}
 	}
 	return nil
@@ -191,14 +204,18 @@ func (p *localProcess) Alive() bool {
 	if exited && noneLeft(p.pid) {
 		return false // the common end: no scan of /proc
 	}
-	return len(members(p.pid, p.tag, p.start)) > 0
+	return len(Members(p.pid, p.tag, p.start)) > 0
 }
 
 func (p *localProcess) Write(b []byte) (int, error) {
 	if !p.tty {
-		return 0, errors.New("execution: stdin is closed in pipe mode")
+		return 0, errors.New("stdin is closed in pipe mode")
 	}
-	return p.out.Write(b)
+	n, err := p.out.Write(b)
+	if errors.Is(err, syscall.EIO) {
+		err = os.ErrClosed // the terminal's last holder is gone
+	}
+	return n, err
 }
 
 func (p *localProcess) CloseOutput() error { return p.out.Close() }

@@ -1,10 +1,12 @@
-package execution
+package process
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +20,7 @@ import (
 )
 
 // A login shell can cost most of a second (a profile that runs `pyenv init`
-// measured 0.7 s here). loginEnv runs the user's login shell once, keeps the
+// measured 0.7 s here). LoginEnv runs the user's login shell once, keeps the
 // environment it exports, and runs it again only when a profile file
 // changes; each command then starts with that environment and a plain
 // bash -c, paying a few milliseconds.
@@ -27,7 +29,7 @@ import (
 // exports them as BASH_FUNC_name%% variables). Not carried over: shell
 // variables that were not exported, aliases, functions that were not
 // exported, and shell options (set -o, shopt).
-type loginEnv struct {
+type LoginEnv struct {
 	bash    string
 	base    []string // the helper's own environment, the capture's input
 	timeout time.Duration
@@ -44,8 +46,10 @@ type loginEnv struct {
 // used then.
 const captureTimeout = 15 * time.Second
 
-func newLoginEnv(life context.Context, bash string) *loginEnv {
-	return &loginEnv{bash: bash, base: os.Environ(), timeout: captureTimeout, life: life}
+// NewLoginEnv captures with bash; the end of life (the session's) stops a
+// capture in progress.
+func NewLoginEnv(life context.Context, bash string) *LoginEnv {
+	return &LoginEnv{bash: bash, base: os.Environ(), timeout: captureTimeout, life: life}
 }
 
 // profileFiles are the files bash reads as a login shell, plus the rc files
@@ -61,7 +65,7 @@ func profileFiles(home string) []string {
 	return files
 }
 
-func (l *loginEnv) currentSignature() string {
+func (l *LoginEnv) currentSignature() string {
 	home := envlist.Value(l.base, "HOME")
 	var b strings.Builder
 	for _, f := range profileFiles(home) {
@@ -82,7 +86,7 @@ func (l *loginEnv) currentSignature() string {
 // Get returns the login environment, capturing it first when there is none
 // yet or a profile file changed. Concurrent callers share one capture; a
 // caller whose ctx ends stops waiting and gets the best environment known.
-func (l *loginEnv) Get(ctx context.Context) []string {
+func (l *LoginEnv) Get(ctx context.Context) []string {
 	for {
 		sig := l.currentSignature()
 		l.mu.Lock()
@@ -110,11 +114,11 @@ func (l *loginEnv) Get(ctx context.Context) []string {
 	}
 }
 
-func (l *loginEnv) run(sig string, done chan struct{}) {
+func (l *LoginEnv) run(sig string, done chan struct{}) {
 	defer l.wg.Done()
 	vars, err := l.capture()
 	if err != nil {
-		logf("execution: capturing the login environment: %v; using the helper's own environment", err)
+		logf("capturing the login environment: %v; using the helper's own environment", err)
 		vars = l.base
 	}
 	l.mu.Lock()
@@ -123,10 +127,10 @@ func (l *loginEnv) run(sig string, done chan struct{}) {
 	close(done)
 }
 
-// wait waits for a capture in progress (the session's end stops it).
-func (l *loginEnv) wait() { l.wg.Wait() }
+// Wait waits for a capture in progress (the end of life stops it).
+func (l *LoginEnv) Wait() { l.wg.Wait() }
 
-func (l *loginEnv) fallback() []string {
+func (l *LoginEnv) fallback() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.vars != nil {
@@ -137,13 +141,13 @@ func (l *loginEnv) fallback() []string {
 
 // capture runs bash as a login shell and reads its exported environment
 // from a private pipe (fd 3), so whatever the profile prints is ignored.
-func (l *loginEnv) capture() ([]string, error) {
+func (l *LoginEnv) capture() ([]string, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
 	defer pr.Close()
-	tag := "MEVEDEL_EXEC_TAG=login-env-" + randomLetters(8)
+	tag := TagVar + "=login-env-" + rand.Text()
 	cmd := exec.Command(l.bash, "-l", "-c", "env -0 >&3")
 	cmd.Env = append(l.base[:len(l.base):len(l.base)], tag)
 	cmd.ExtraFiles = []*os.File{pw}
@@ -151,7 +155,7 @@ func (l *loginEnv) capture() ([]string, error) {
 	if home := envlist.Value(l.base, "HOME"); home != "" {
 		cmd.Dir = home
 	}
-	if err := spawn(cmd); err != nil {
+	if err := Spawn(cmd); err != nil {
 		pw.Close()
 		return nil, err
 	}
@@ -171,7 +175,7 @@ func (l *loginEnv) capture() ([]string, error) {
 	waited := make(chan error, 1)
 	go func() {
 		err := cmd.Wait()
-		forget(pid)
+		Forget(pid)
 		waited <- err
 	}()
 
@@ -214,20 +218,13 @@ func stopGroup(pid int, waited <-chan error) error {
 // killTagged kills what remains of a group or tag, without waiting.
 func killTagged(pgid int, tag string) {
 	_ = unix.Kill(-pgid, unix.SIGKILL)
-	for _, m := range members(pgid, tag, 0) {
-		_ = unix.Kill(m.pid, unix.SIGKILL)
+	for _, m := range Members(pgid, tag, 0) {
+		_ = unix.Kill(m.Pid, unix.SIGKILL)
 	}
 }
 
-// Defaults are set on top of the login environment for every command; the
-// request's own env overrides them.
-var Defaults = []string{
-	"NO_COLOR=1", "TERM=dumb", "LANG=C.UTF-8", "LC_ALL=C.UTF-8", "COLORTERM=",
-	"PAGER=cat", "GIT_PAGER=cat", "GH_PAGER=cat", "MEVEDEL_EXECUTION=1",
-}
-
-// mergeEnv layers environments: later layers override earlier keys.
-func mergeEnv(layers ...[]string) []string {
+// MergeEnv layers environments: later layers override earlier keys.
+func MergeEnv(layers ...[]string) []string {
 	idx := map[string]int{}
 	var out []string
 	for _, layer := range layers {
@@ -243,3 +240,23 @@ func mergeEnv(layers ...[]string) []string {
 	}
 	return out
 }
+
+// LookBash finds bash where Debian and others put it.
+func LookBash() (string, error) {
+	for _, p := range []string{"/bin/bash", "/usr/bin/bash"} {
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("bash"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("bash not found")
+}
+
+var logger = log.New(os.Stderr, "mevedel-exec: ", log.LstdFlags|log.Lmicroseconds)
+
+// SetLogger sets where the package logs (stderr by default).
+func SetLogger(l *log.Logger) { logger = l }
+
+func logf(format string, args ...any) { logger.Printf(format, args...) }

@@ -1,28 +1,38 @@
-package execution
+package process
 
 import (
+	"context"
 	"io"
 	"syscall"
 )
 
-// Runner starts a command on some target. The local runner uses os/exec and
-// process groups; the remote one (package remote) an SSH channel.
+// TagVar is the environment variable that marks every process started for
+// an execution: TagVar=<prefix>-<id>. A descendant that leaves its process
+// group still carries it, which is how it is traced back.
+const TagVar = "MEVEDEL_EXEC_TAG"
+
+// Runner starts a command on some target: Local on this machine, a
+// remote.Runner on an SSH host.
 type Runner interface {
-	Start(spec Spec) (Process, error)
+	// Start starts spec. ctx bounds the start (login environment,
+	// connection, spawn), not the command; when ctx ends first, Start
+	// returns context.Cause(ctx).
+	Start(ctx context.Context, spec Spec) (Process, error)
 }
 
 // Spec is what a runner needs to start one command.
 type Spec struct {
-	Command string   // run as bash -c Command
-	Dir     string   // working directory on the target
-	Env     []string // complete environment, KEY=value
-	TTY     bool     // give the command a pty; stdin stays writable
-	Tag     string   // KEY=value marking every descendant of this execution
+	Command string // run as bash -c Command
+	Dir     string // working directory on the target
+	// Env is laid over the target's login environment, KEY=value.
+	Env []string
+	TTY bool   // give the command a pty; stdin stays writable
+	Tag string // TagVar=value, marking every descendant of this execution
 }
 
 // Exit is how the shell process ended.
 type Exit struct {
-	Code   int            // valid when !Signaled
+	Code   int            // valid when !Signaled and Lost is empty
 	Signal syscall.Signal // valid when Signaled
 	// Signaled is true when a signal ended the process.
 	Signaled bool
@@ -36,6 +46,10 @@ type Exit struct {
 type Process interface {
 	Pid() int
 	Pgid() int
+	// LeaderStart is the group leader's start time in clock ticks since
+	// its machine's boot: with the pid, the identity recovery checks
+	// before it signals anything.
+	LeaderStart() uint64
 	// Output is the merged stdout/stderr stream. It reaches EOF when every
 	// holder of the write side is gone (or after CloseOutput).
 	Output() io.Reader
@@ -52,8 +66,9 @@ type Process interface {
 	// Alive reports whether any member of the group or escaped descendant
 	// is still alive; zombies do not count.
 	Alive() bool
-	// Write sends input to the terminal; it fails in pipe mode. It may block
-	// while the terminal's input queue is full.
+	// Write sends input to the terminal; it fails in pipe mode. It may
+	// block while the terminal's input queue is full. A terminal whose
+	// command has ended reports os.ErrClosed.
 	Write(p []byte) (int, error)
 	// CloseOutput unblocks a reader of Output for good.
 	CloseOutput() error

@@ -1,4 +1,4 @@
-package execution
+package process
 
 import (
 	"log"
@@ -15,7 +15,7 @@ import (
 // escapes its execution's group (setsid, double fork) is re-parented to the
 // helper instead of init. Such adopted orphans must be reaped by pid: a
 // wait4(-1) would steal the children that os/exec is waiting for. Every
-// child the helper starts therefore goes through spawn, which records its
+// child the helper starts therefore goes through Spawn, which records its
 // pid under the same lock the reaper scans with, so a child that exits
 // before its pid is recorded is never mistaken for an orphan.
 var reaper struct {
@@ -24,9 +24,10 @@ var reaper struct {
 	active  bool         // guarded by mu; this process is the subreaper
 }
 
-// spawn starts cmd and records it as a child that os/exec waits for. Call
-// forget with its pid once Wait has returned.
-func spawn(cmd *exec.Cmd) error {
+// Spawn starts cmd and records it as a child that os/exec waits for. Call
+// Forget with its pid once Wait has returned. Every child of the helper
+// must start through Spawn, or the reaper may take its exit status.
+func Spawn(cmd *exec.Cmd) error {
 	reaper.mu.Lock()
 	defer reaper.mu.Unlock()
 	if err := cmd.Start(); err != nil {
@@ -39,7 +40,8 @@ func spawn(cmd *exec.Cmd) error {
 	return nil
 }
 
-func forget(pid int) {
+// Forget drops pid once os/exec has waited for it.
+func Forget(pid int) {
 	reaper.mu.Lock()
 	delete(reaper.started, pid)
 	reaper.mu.Unlock()
@@ -84,9 +86,9 @@ func reapOrphans(logger *log.Logger) {
 	kids, ok := ownChildren()
 	if !ok {
 		self := os.Getpid()
-		for _, p := range processTable() {
-			if p.ppid == self && p.state == 'Z' {
-				kids = append(kids, p.pid)
+		for _, p := range Table() {
+			if p.PPid == self && p.State == 'Z' {
+				kids = append(kids, p.Pid)
 			}
 		}
 	}
@@ -96,7 +98,7 @@ func reapOrphans(logger *log.Logger) {
 		}
 		var ws unix.WaitStatus
 		if _, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); err != nil && err != unix.ECHILD {
-			logger.Printf("execution: reaping adopted orphan %d: %v", pid, err)
+			logger.Printf("process: reaping adopted orphan %d: %v", pid, err)
 		}
 	}
 }
@@ -123,7 +125,7 @@ func noneLeft(pgid int) bool {
 		if reaper.started[pid] {
 			continue
 		}
-		if p, ok := readStat(pid); ok && p.alive() {
+		if p, ok := Stat(pid); ok && p.Alive() {
 			return false
 		}
 	}

@@ -1,4 +1,4 @@
-package execution
+package process
 
 import (
 	"bytes"
@@ -8,11 +8,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// procInfo is what /proc/PID/stat says of one process.
-type procInfo struct {
-	pid, ppid, pgrp int
-	state           byte   // R, S, D, Z, T, ...
-	start           uint64 // start time in clock ticks since boot
+// Info is what /proc/PID/stat says of one process.
+type Info struct {
+	Pid, PPid, Pgrp int
+	State           byte   // R, S, D, Z, T, ...
+	Start           uint64 // start time in clock ticks since boot
 }
 
 // readProcFile reads a small /proc file into buf with three system calls
@@ -40,21 +40,21 @@ func readProcFile(path string, buf []byte) ([]byte, bool) {
 	return buf[:n], true
 }
 
-// readStat parses /proc/PID/stat. The command name may contain spaces and
+// Stat parses /proc/PID/stat. The command name may contain spaces and
 // parentheses, so fields are counted from the last ')'.
-func readStat(pid int) (procInfo, bool) {
+func Stat(pid int) (Info, bool) {
 	var buf [1024]byte
 	return parseStat(pid, buf[:])
 }
 
-func parseStat(pid int, buf []byte) (procInfo, bool) {
+func parseStat(pid int, buf []byte) (Info, bool) {
 	b, ok := readProcFile("/proc/"+strconv.Itoa(pid)+"/stat", buf)
 	if !ok {
-		return procInfo{}, false
+		return Info{}, false
 	}
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 || i+2 >= len(b) {
-		return procInfo{}, false
+		return Info{}, false
 	}
 	// After the name: state ppid pgrp session tty_nr tpgid flags minflt
 	// cminflt majflt cmajflt utime stime cutime cstime priority nice
@@ -69,35 +69,35 @@ func parseStat(pid int, buf []byte) (procInfo, bool) {
 		n++
 	}
 	if n < 20 || len(f[0]) == 0 {
-		return procInfo{}, false
+		return Info{}, false
 	}
-	p := procInfo{pid: pid, state: f[0][0]}
-	p.ppid, _ = strconv.Atoi(string(f[1]))
-	p.pgrp, _ = strconv.Atoi(string(f[2]))
-	p.start, _ = strconv.ParseUint(string(f[19]), 10, 64)
+	p := Info{Pid: pid, State: f[0][0]}
+	p.PPid, _ = strconv.Atoi(string(f[1]))
+	p.Pgrp, _ = strconv.Atoi(string(f[2]))
+	p.Start, _ = strconv.ParseUint(string(f[19]), 10, 64)
 	return p, true
 }
 
-// alive reports whether the process can still run: zombies (and dead
+// Alive reports whether the process can still run: zombies (and dead
 // entries) do not count.
-func (p procInfo) alive() bool { return p.state != 'Z' && p.state != 'X' && p.state != 'x' }
+func (p Info) Alive() bool { return p.State != 'Z' && p.State != 'X' && p.State != 'x' }
 
 // StartTime returns the start time of pid in clock ticks since boot, the
 // identity that tells a process from a later one that reused its pid.
 func StartTime(pid int) (uint64, bool) {
-	p, ok := readStat(pid)
-	return p.start, ok
+	p, ok := Stat(pid)
+	return p.Start, ok
 }
 
-// processTable reads every process visible in /proc.
-func processTable() []procInfo {
+// Table reads every process visible in /proc.
+func Table() []Info {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil
 	}
 	defer d.Close()
 	names, _ := d.Readdirnames(-1)
-	out := make([]procInfo, 0, len(names))
+	out := make([]Info, 0, len(names))
 	buf := make([]byte, 1024)
 	for _, n := range names {
 		pid, err := strconv.Atoi(n)
@@ -135,41 +135,41 @@ func hasEnv(pid int, entry string, buf []byte) bool {
 	return false
 }
 
-// members returns the live processes that belong to an execution: members
+// Members returns the live processes that belong to an execution: members
 // of its process group, processes carrying its tag in their environment
 // (which is how a descendant that left the group with setsid or a double
 // fork is traced back), and every descendant of those by parent links (which
 // catches a tagged process's children that replaced their environment).
 // Only processes started no earlier than notBefore (clock ticks since
 // boot; the shell's start) can carry the tag, so older ones are not read.
-func members(pgid int, tag string, notBefore uint64) []procInfo {
+func Members(pgid int, tag string, notBefore uint64) []Info {
 	self := os.Getpid()
-	table := processTable()
+	table := Table()
 	children := make(map[int][]int, len(table))
-	byPid := make(map[int]procInfo, len(table))
+	byPid := make(map[int]Info, len(table))
 	var roots []int
 	var env []byte
 	for _, p := range table {
-		byPid[p.pid] = p
-		children[p.ppid] = append(children[p.ppid], p.pid)
-		if p.pid == self {
+		byPid[p.Pid] = p
+		children[p.PPid] = append(children[p.PPid], p.Pid)
+		if p.Pid == self {
 			continue
 		}
-		if pgid > 0 && p.pgrp == pgid {
-			roots = append(roots, p.pid)
+		if pgid > 0 && p.Pgrp == pgid {
+			roots = append(roots, p.Pid)
 			continue
 		}
-		if tag != "" && p.alive() && p.start >= notBefore {
+		if tag != "" && p.Alive() && p.Start >= notBefore {
 			if env == nil {
 				env = make([]byte, 256<<10)
 			}
-			if hasEnv(p.pid, tag, env) {
-				roots = append(roots, p.pid)
+			if hasEnv(p.Pid, tag, env) {
+				roots = append(roots, p.Pid)
 			}
 		}
 	}
 	seen := make(map[int]bool)
-	var out []procInfo
+	var out []Info
 	for len(roots) > 0 {
 		pid := roots[len(roots)-1]
 		roots = roots[:len(roots)-1]
@@ -177,12 +177,29 @@ func members(pgid int, tag string, notBefore uint64) []procInfo {
 			continue
 		}
 		seen[pid] = true
-		if p := byPid[pid]; p.alive() {
+		if p := byPid[pid]; p.Alive() {
 			out = append(out, p)
 		}
 		roots = append(roots, children[pid]...)
 	}
 	return out
+}
+
+// Environ returns the initial environment of pid, KEY=value, as far as
+// /proc shows it (the first 256 KiB).
+func Environ(pid int) ([]string, bool) {
+	buf := make([]byte, 256<<10)
+	b, ok := readProcFile("/proc/"+strconv.Itoa(pid)+"/environ", buf)
+	if !ok {
+		return nil, false
+	}
+	var out []string
+	for _, kv := range bytes.Split(b, []byte{0}) {
+		if len(kv) > 0 {
+			out = append(out, string(kv))
+		}
+	}
+	return out, true
 }
 
 // ownChildren lists this process's children from
