@@ -46,6 +46,10 @@ type LoginEnv struct {
 // used then.
 const captureTimeout = 15 * time.Second
 
+// captureDrain bounds the wait for the environment's end once the login
+// shell and what it left are gone.
+const captureDrain = 2 * time.Second
+
 // NewLoginEnv captures with bash; the end of life (the session's) stops a
 // capture in progress.
 func NewLoginEnv(life context.Context, bash string) *LoginEnv {
@@ -185,14 +189,22 @@ func (l *LoginEnv) capture() ([]string, error) {
 	select {
 	case werr = <-waited:
 	case <-timer.C:
-		werr = fmt.Errorf("login shell did not finish within %v (%v)", l.timeout, stopGroup(pid, waited))
+		werr = fmt.Errorf("login shell did not finish within %v (%w)", l.timeout, stopGroup(pid, waited))
 	case <-l.life.Done():
-		werr = fmt.Errorf("session ended during the capture (%v)", stopGroup(pid, waited))
+		werr = fmt.Errorf("session ended during the capture (%w)", stopGroup(pid, waited))
 	}
 	// Anything the profile left running (an agent, a daemon) goes too.
 	killTagged(pid, tag)
-	pr.Close()
-	res := <-read
+	// Every writer of the pipe is gone now, so the reader reaches EOF by
+	// itself; closing the pipe first could throw away an environment that
+	// is already in it. Only a holder we could not kill is waited out.
+	var res result
+	select {
+	case res = <-read:
+	case <-time.After(captureDrain):
+		pr.Close()
+		res = <-read
+	}
 	if werr != nil {
 		return nil, werr
 	}
