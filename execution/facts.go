@@ -1,7 +1,6 @@
 package execution
 
 import (
-	"fmt"
 	"time"
 )
 
@@ -14,23 +13,6 @@ const (
 	Stopping State = "stopping"
 	Settled  State = "settled"
 )
-
-// legal lists the moves the state machine allows.
-var legal = map[State][]State{
-	Queued:   {Running, Settled}, // Settled: aborted or stopped while queued, spawn failure
-	Running:  {Stopping, Settled},
-	Stopping: {Settled},
-}
-
-// transition checks a move of the state machine.
-func transition(from, to State) error {
-	for _, s := range legal[from] {
-		if s == to {
-			return nil
-		}
-	}
-	return fmt.Errorf("invalid state transition %q to %q", from, to)
-}
 
 // Termination says how an execution ended.
 type Termination string

@@ -85,7 +85,7 @@ func (s *Session) StartMonitor(c Caller, p MonitorParams) (*Monitor, error) {
 	if p.Filter != "" {
 		var err error
 		if re, err = regexp.Compile(p.Filter); err != nil {
-			return nil, fault.New(fault.InvalidParams, "filter is not a valid RE2 pattern: %v", err)
+			return nil, fault.New(fault.InvalidParams, "filter is not a valid RE2 pattern: %w", err)
 		}
 	}
 	timeout := monitorTimeout
@@ -225,7 +225,7 @@ func (m *Monitor) pump() {
 		return
 	}
 	epoch := m.s.attentionEpoch()
-	owner := m.e.facts.Owner // immutable after start
+	owner := m.e.owner // immutable after start
 	wake := owner == RootOwner
 	durable := func(d Delivery) {
 		m.mu.Lock()
@@ -243,7 +243,7 @@ func (m *Monitor) pump() {
 		m.queue = m.queue[n:]
 		events := m.events
 		d := Delivery{Owner: owner, Kind: KindMonitor, Lines: batch, Attrs: DeliveryAttrs{
-			MonitorID: m.id, ExecutionID: m.e.id, Label: m.e.facts.Label, Events: &events, Suppressed: m.unreported,
+			MonitorID: m.id, ExecutionID: m.e.id, Label: m.e.label, Events: &events, Suppressed: m.unreported,
 		}}
 		m.unreported = 0
 		if _, ok := m.s.mail.post(d, durable, nil); ok {
@@ -295,7 +295,7 @@ func (s *Session) lookupMonitor(c Caller, id string) (*Monitor, error) {
 	s.mu.Lock()
 	m, ok := s.monitors[id]
 	s.mu.Unlock()
-	if !ok || !c.sees(m.e.facts.Owner) {
+	if !ok || !c.sees(m.e.owner) {
 		return nil, fault.New(fault.NotFound, "no monitor %q", id)
 	}
 	return m, nil
@@ -321,7 +321,7 @@ func (s *Session) Monitors(c Caller) []MonitorInfo {
 	s.mu.Lock()
 	var ms []*Monitor
 	for _, m := range s.monitors {
-		if c.sees(m.e.facts.Owner) && !m.e.settledNow() {
+		if c.sees(m.e.owner) && !m.e.settledNow() {
 			ms = append(ms, m)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
+	"github.com/mevedel/mevedel-exec/internal/statedir"
 	"github.com/mevedel/mevedel-exec/process"
 	"github.com/mevedel/mevedel-exec/remote"
 	"github.com/mevedel/mevedel-exec/transcript"
@@ -107,7 +108,7 @@ func (s *Session) StartAndAwait(ctx context.Context, c Caller, p StartParams, yi
 		return
 	}
 	if err != nil {
-		reply(Observation{}, fault.New(fault.InvalidParams, "cwd: %v", err))
+		reply(Observation{}, fault.New(fault.InvalidParams, "cwd: %w", err))
 		return
 	}
 	pool := s.m.remotePool()
@@ -261,21 +262,21 @@ func (pb *publisher) publish(ctx context.Context, e *Execution) bool {
 		return false
 	}
 	defer f.Close()
-	size := e.sp.Bytes()
-	dest := path.Join(e.s.artifactDir(), "executions", e.id+".log")
+	size := e.sp.Stats().Bytes
+	dest := path.Join(e.s.artifactDir(), statedir.LogName(e.id))
 	abs, err := rx.pool.Publish(ctx, rx.named, dest, f, size)
 	if err != nil {
 		logf("execution %s: publishing to %s: %v", e.id, rx.target, err)
 		return false
 	}
 	pb.sent = size
-	e.mu.Lock()
-	first := e.facts.PublishedPath != abs
-	if first {
-		e.facts.PublishedPath = abs
-		e.changeLocked()
-	}
-	e.mu.Unlock()
+	first := false
+	e.update(func(st *execState) {
+		if first = st.facts.PublishedPath != abs; first {
+			st.facts.PublishedPath = abs
+			st.facts.Version++
+		}
+	})
 	if first {
 		e.s.changed() // a panel may link to it
 	}
@@ -333,7 +334,7 @@ func (m *Manager) reclaimRemote(cwd string, l *transcript.Leader, tag string, de
 		select {
 		case <-ctx.Done():
 			return "its processes " + where + " were killed but were still there when recovery gave up"
-		case <-time.After(reclaimProbe):
+		case <-time.After(probeMax):
 		}
 	}
 }

@@ -1,16 +1,11 @@
 package execution
 
 import (
-	"github.com/mevedel/mevedel-exec/process"
-	"os"
 	"strings"
 	"testing"
-)
 
-func TestMain(m *testing.M) {
-	strictTransitions = true
-	os.Exit(m.Run())
-}
+	"github.com/mevedel/mevedel-exec/process"
+)
 
 func admitted(t *ticket) bool {
 	select {

@@ -131,8 +131,8 @@ type ctxReader struct {
 }
 
 func (c *ctxReader) Read(b []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
+	if c.ctx.Err() != nil {
+		return 0, context.Cause(c.ctx)
 	}
 	return c.r.Read(b)
 }

@@ -301,7 +301,7 @@ func decode(req *jsonrpc2.Request, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(*req.Params))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fault.New(fault.InvalidParams, "invalid params for %s: %v", req.Method, err)
+		return fault.New(fault.InvalidParams, "invalid params for %s: %w", req.Method, err)
 	}
 	return nil
 }

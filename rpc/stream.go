@@ -101,7 +101,7 @@ func (s *Stream) readFrame() ([]byte, error) {
 			if err == io.EOF && line == "" && length < 0 {
 				return nil, io.EOF
 			}
-			return nil, fmt.Errorf("truncated frame header: %v", err)
+			return nil, fmt.Errorf("truncated frame header: %w", err)
 		}
 		if !strings.HasSuffix(line, "\r\n") {
 			return nil, fmt.Errorf("frame header line not ended by CRLF: %q", line)
@@ -127,7 +127,7 @@ func (s *Stream) readFrame() ([]byte, error) {
 	}
 	body := make([]byte, length)
 	if _, err := io.ReadFull(s.r, body); err != nil {
-		return nil, fmt.Errorf("truncated frame body: %v", err)
+		return nil, fmt.Errorf("truncated frame body: %w", err)
 	}
 	return body, nil
 }

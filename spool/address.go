@@ -6,15 +6,14 @@ import (
 	"strings"
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
+	"github.com/mevedel/mevedel-exec/internal/statedir"
 )
 
+// The names come from the state directory's layout.
 const (
-	// addrScheme is the one scheme an output address may use.
-	addrScheme = "artifact://"
-	// logDir is the only directory a logical name may live in.
-	logDir = "executions"
-	// logExt ends every logical name.
-	logExt = ".log"
+	addrScheme = statedir.Scheme
+	logDir     = statedir.LogDir
+	logExt     = statedir.LogExt
 	// gzExt is added to a logical file name for its retired form.
 	gzExt = ".gz"
 )

@@ -1,4 +1,4 @@
-package execution
+package spool
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/mevedel/mevedel-exec/spool"
 )
 
 func TestReadLinesCountsBytesAcrossEmptyAndLongLines(t *testing.T) {
@@ -16,12 +14,12 @@ func TestReadLinesCountsBytesAcrossEmptyAndLongLines(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "executions"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	long := strings.Repeat("x", 3*spool.MaxLineBytes/2) // handed over in two pieces
+	long := strings.Repeat("x", 3*MaxLineBytes/2) // handed over in two pieces
 	content := "a\n\nb\n" + long + "\nc\nlast"
 	if err := os.WriteFile(filepath.Join(dir, "executions", "x.log"), []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	v, err := spool.NewDir(dir).Open("executions/x.log")
+	v, err := NewDir(dir).Open("executions/x.log")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,17 +84,17 @@ func TestGrepBlocksAgreesWithLineByLine(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "executions", "x.log"), []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := &Session{dir: spool.NewDir(dir)}
+	d := NewDir(dir)
 	ctx := context.Background()
 	for _, pattern := range []string{`error: (\w+)`, `^cd`, `b\sc`, `FAIL|warning`, `(?i)ERROR`, `z$`, `^$`, `$`, `FAIL|error: `, `cd w|unit ok`, `xx|FAIL`} {
 		re := regexp.MustCompile(pattern)
 		block := regexp.MustCompile("(?m:" + pattern + ")")
 		lit := requiredLiteral(pattern)
-		want, _, err := s.grepOne(ctx, "executions/x.log", re, lit, 0, 1<<30)
+		want, _, err := d.grepOne(ctx, "executions/x.log", "executions/x.log", re, lit, 0, 1<<30)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, _, err := s.grepBlocks(ctx, "executions/x.log", re, block, requiredLiterals(pattern), 1<<30)
+		got, _, err := d.grepBlocks(ctx, "executions/x.log", "executions/x.log", re, block, requiredLiterals(pattern), 1<<30)
 		if err != nil {
 			t.Fatal(err)
 		}

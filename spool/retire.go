@@ -154,10 +154,10 @@ func (d *Dir) Retire(name string, opts RetireOptions) (RetireResult, error) {
 	c := crew{n: workers, low: opts.Background}
 	x, err := compressLog(raw, st.Size(), tmp, memberBytes, c)
 	if err != nil {
-		return res, fault.New(fault.IO, "spool: retire %s: %v; raw kept", name, err)
+		return res, fault.New(fault.IO, "spool: retire %s: %w; raw kept", name, err)
 	}
 	if err := stillSame(raw, p.raw, st); err != nil {
-		return res, fault.New(fault.IO, "spool: retire %s: %v; raw kept", name, err)
+		return res, fault.New(fault.IO, "spool: retire %s: %w; raw kept", name, err)
 	}
 	idx := x.encode()
 	res.GzipBytes = x.compSize + int64(len(idx))
@@ -179,14 +179,14 @@ func (d *Dir) Retire(name string, opts RetireOptions) (RetireResult, error) {
 	tmp = nil
 	switch {
 	case verr != nil:
-		return res, fault.New(fault.IO, "spool: retire %s: verification failed: %v; raw kept", name, verr)
+		return res, fault.New(fault.IO, "spool: retire %s: verification failed: %w; raw kept", name, verr)
 	case serr != nil:
 		return res, ioErr("sync", p.tmp, serr)
 	case cerr != nil:
 		return res, ioErr("close", p.tmp, cerr)
 	}
 	if err := stillSame(raw, p.raw, st); err != nil {
-		return res, fault.New(fault.IO, "spool: retire %s: %v; raw kept", name, err)
+		return res, fault.New(fault.IO, "spool: retire %s: %w; raw kept", name, err)
 	}
 	if err := writeFileSync(p.gziTmp, idx); err != nil {
 		return res, err
@@ -218,7 +218,7 @@ func (d *Dir) Retire(name string, opts RetireOptions) (RetireResult, error) {
 	if err != nil {
 		// The compressed copy is sound and the raw file, still
 		// preferred by readers, stays; a later Retire tries again.
-		return res, fault.New(fault.IO, "spool: retire %s: remove raw: %v", name, err)
+		return res, fault.New(fault.IO, "spool: retire %s: remove raw: %w", name, err)
 	}
 	res.RawRemoved = true
 	return res, syncDir(d.execDir)

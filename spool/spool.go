@@ -232,62 +232,48 @@ func (s *Spool) Close() error {
 	return nil
 }
 
-// Bytes returns the number of bytes in the file.
-func (s *Spool) Bytes() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.bytes
+// Stats is the spool's published state at one instant: its counters agree
+// with each other, as separate reads would not while output arrives.
+type Stats struct {
+	Bytes int64 // bytes in the file
+	// Lines counts '\n' bytes, plus one for a non-empty unterminated last
+	// line.
+	Lines  int64
+	Cursor int64 // the offset up to which the owner has observed the output
+	Unread int64 // bytes past the cursor
+	// Dropped counts bytes received but not kept because of the limit
+	// (including a partial character cut off at the limit).
+	Dropped int64
+	Limited bool  // output went past the limit
+	Failed  error // what failed the spool, or nil
 }
 
-// Lines returns the number of lines: '\n' bytes, plus one for a non-empty
-// unterminated last line.
-func (s *Spool) Lines() int64 {
+// Stats returns the counters, read under one lock.
+func (s *Spool) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	lines := s.nl
 	if s.bytes > 0 && !s.endsNL {
-		return s.nl + 1
+		lines++
 	}
-	return s.nl
+	return Stats{
+		Bytes: s.bytes, Lines: lines, Cursor: s.cursor, Unread: s.bytes - s.cursor,
+		Dropped: s.dropped, Limited: s.limited, Failed: s.failed,
+	}
 }
 
-// Dropped returns the number of bytes received but not kept because of the
-// limit (including a partial character cut off at the limit).
-func (s *Spool) Dropped() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.dropped
-}
-
-// Limited reports whether output went past the limit.
-func (s *Spool) Limited() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.limited
-}
-
-// Failed returns the error that failed the spool, or nil.
-func (s *Spool) Failed() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.failed
-}
+// Bytes, Lines, Dropped, Limited, Failed, Cursor and Unread read one field
+// of Stats.
+func (s *Spool) Bytes() int64   { return s.Stats().Bytes }
+func (s *Spool) Lines() int64   { return s.Stats().Lines }
+func (s *Spool) Dropped() int64 { return s.Stats().Dropped }
+func (s *Spool) Limited() bool  { return s.Stats().Limited }
+func (s *Spool) Failed() error  { return s.Stats().Failed }
+func (s *Spool) Cursor() int64  { return s.Stats().Cursor }
+func (s *Spool) Unread() int64  { return s.Stats().Unread }
 
 // Path returns the spool file's path.
 func (s *Spool) Path() string { return s.path }
-
-// Cursor returns the offset up to which the owner has observed the output.
-func (s *Spool) Cursor() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cursor
-}
-
-// Unread returns the number of bytes past the cursor.
-func (s *Spool) Unread() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.bytes - s.cursor
-}
 
 // Observation is one bounded view of a byte range of the spool.
 type Observation struct {

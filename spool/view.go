@@ -97,7 +97,7 @@ func openGzip(name string, p logPaths) (*os.File, *gzIndex, error) {
 	x, err := loadIndex(f, st.Size(), p.gzi)
 	if err != nil {
 		f.Close()
-		return nil, nil, fault.New(fault.IO, "spool: %s: damaged compressed log: %v", name, err)
+		return nil, nil, fault.New(fault.IO, "spool: %s: damaged compressed log: %w", name, err)
 	}
 	return f, x, nil
 }
@@ -379,7 +379,7 @@ func regular(st os.FileInfo, name string) error {
 func (d *Dir) Glob(pattern string) ([]string, error) {
 	pattern = strings.TrimPrefix(pattern, addrScheme)
 	if _, err := path.Match(pattern, ""); err != nil {
-		return nil, fault.New(fault.InvalidParams, "spool: bad pattern: %v", err)
+		return nil, fault.New(fault.InvalidParams, "spool: bad pattern: %w", err)
 	}
 	if err := d.checkExecDir(); err != nil {
 		return nil, err

@@ -33,11 +33,16 @@ type Error struct {
 func (e *Error) Error() string { return e.Msg }
 func (e *Error) Unwrap() error { return e.Err }
 
-// New returns an error of kind k with a formatted message. A %w verb in
-// format records the wrapped error as the cause.
+// New returns an error of kind k with a formatted message. Every %w verb
+// in format records a cause: errors.Is and errors.As see all of them.
 func New(k Kind, format string, args ...any) error {
 	err := fmt.Errorf(format, args...)
-	return &Error{Kind: k, Msg: err.Error(), Err: errors.Unwrap(err)}
+	e := &Error{Kind: k, Msg: err.Error()}
+	switch err.(type) {
+	case interface{ Unwrap() error }, interface{ Unwrap() []error }:
+		e.Err = err // fmt's wrapper carries the causes
+	}
+	return e
 }
 
 // KindOf returns the kind of the first classified error in err's chain, or

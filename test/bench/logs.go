@@ -61,9 +61,6 @@ const (
 type grepPattern struct {
 	label   string
 	pattern string
-	// literals are the byte strings a matching line must contain one of,
-	// for the cost breakdown's whole-buffer search.
-	literals []string
 	// expected counts the matching lines the generator wrote.
 	expected func(lineCounts) int
 }
@@ -72,13 +69,11 @@ var grepPatterns = []grepPattern{
 	{
 		label:    "literal-prefixed",
 		pattern:  `error: undefined reference to \S+`,
-		literals: []string{"error: undefined reference to "},
 		expected: func(c lineCounts) int { return c.undefRef },
 	},
 	{
 		label:    "alternation",
 		pattern:  `FAIL|error: `,
-		literals: []string{"FAIL", "error: "},
 		expected: func(c lineCounts) int { return c.undefRef + c.compileErr + c.failTest + c.failPkg },
 	},
 }
@@ -599,7 +594,7 @@ func (lb *logsBench) runTool(ctx context.Context, out io.Writer, name string, ar
 }
 
 func (lb *logsBench) helperGrep(ctx context.Context, pattern string) (time.Duration, int, error) {
-	var res execution.GrepResult
+	var res spool.GrepResult
 	t0 := time.Now()
 	err := lb.h.call(ctx, rpc.MethodSpoolGrep, rpc.SpoolGrepParams{
 		SessionID: lb.sCorpus.id, Authority: rpc.Authority{As: "user"},
@@ -1006,7 +1001,7 @@ func (lb *logsBench) tail(ctx context.Context) ([]row, error) {
 		return dt, nil
 	}
 	readHelper := func() (time.Duration, error) {
-		var res execution.ReadResult
+		var res spool.ReadResult
 		t0 := time.Now()
 		err := lb.h.call(ctx, rpc.MethodSpoolRead, rpc.SpoolReadParams{
 			SessionID: lb.sBig.id, Authority: rpc.Authority{As: "user"},
@@ -1209,68 +1204,8 @@ type stage struct {
 	f       func(v *spool.View, buf []byte) (int, error)
 }
 
-// blockBytes is the buffer a block search reads a log into.
+// blockBytes is the buffer a stage reads a whole log into.
 const blockBytes = corpusFileBytes + 64<<10
-
-// scanLiterals finds the lines of buf that hold one of needles and match
-// re, numbering lines by counting newlines up to each candidate.
-func scanLiterals(buf []byte, needles [][]byte, re *regexp.Regexp) int {
-	next := make([]int, len(needles)) // next hit of each: -1 none, -2 not searched
-	for i := range next {
-		next[i] = -2
-	}
-	n, pos, counted := 0, 0, 0
-	lineNo := int64(1)
-	for pos < len(buf) {
-		hit := -1
-		for i, nd := range needles {
-			if next[i] == -2 || (next[i] >= 0 && next[i] < pos) {
-				next[i] = -1
-				if j := bytes.Index(buf[pos:], nd); j >= 0 {
-					next[i] = pos + j
-				}
-			}
-			if next[i] >= 0 && (hit < 0 || next[i] < hit) {
-				hit = next[i]
-			}
-		}
-		if hit < 0 {
-			break
-		}
-		start := bytes.LastIndexByte(buf[:hit], '\n') + 1
-		end := len(buf)
-		if i := bytes.IndexByte(buf[hit:], '\n'); i >= 0 {
-			end = hit + i
-		}
-		lineNo += int64(bytes.Count(buf[counted:start], []byte{'\n'}))
-		counted = start
-		if re.Match(buf[start:end]) {
-			n++
-		}
-		pos = end + 1
-	}
-	_ = lineNo // a match's line number, as GrepLogs reports it
-	return n
-}
-
-// scanRegexp finds the lines of buf that match re by running re over the
-// whole buffer.
-func scanRegexp(buf []byte, re *regexp.Regexp) int {
-	n, pos := 0, 0
-	for pos < len(buf) {
-		loc := re.FindIndex(buf[pos:])
-		if loc == nil {
-			break
-		}
-		n++
-		end := bytes.IndexByte(buf[pos+loc[0]:], '\n')
-		if end < 0 {
-			break
-		}
-		pos += loc[0] + end + 1
-	}
-	return n
-}
 
 // readWhole reads the whole log into buf with View.ReadAt.
 func readWhole(v *spool.View, buf []byte) ([]byte, error) {
@@ -1323,61 +1258,32 @@ func (lb *logsBench) runStage(d *spool.Dir, st stage) (time.Duration, int, error
 
 // breakdown times the parts of a grep with the spool package's public
 // views: reading, inflating, line splitting, the per-line and block
-// searches GrepLogs does, and a literal prefilter for alternations.
+// searches of the product's spool.Dir.Grep, log by log.
 func (lb *logsBench) breakdown(ctx context.Context) error {
 	c := lb.corpus
 	d := spool.NewDir(c.stateDir)
 	lit, alt := grepPatterns[0], grepPatterns[1]
 	litRe, altRe := regexp.MustCompile(lit.pattern), regexp.MustCompile(alt.pattern)
-	needles := func(p grepPattern) [][]byte {
-		var out [][]byte
-		for _, l := range p.literals {
-			out = append(out, []byte(l))
-		}
-		return out
-	}
-	litNeedles, altNeedles := needles(lit), needles(alt)
 
 	discard := func(v *spool.View, _ []byte) (int, error) {
 		_, err := io.Copy(io.Discard, v.Reader())
 		return 0, err
 	}
-	linesWith := func(match func([]byte) bool) func(*spool.View, []byte) (int, error) {
+	// The product's own search, spool.Dir.Grep, on one log at a time, with
+	// or without context lines: without, it takes the block path; with,
+	// the per-line path.
+	grepWith := func(re *regexp.Regexp, context int) func(*spool.View, []byte) (int, error) {
 		return func(v *spool.View, _ []byte) (int, error) {
+			res, err := d.Grep(ctx, []string{v.Name()}, re, spool.GrepOptions{MaxMatches: 1 << 30, Context: context})
 			n := 0
-			err := v.Lines(func(_ int64, text []byte) bool {
-				if match != nil && match(text) {
+			for _, m := range res.Matches {
+				if !m.Context {
 					n++
 				}
-				return true
-			})
+			}
 			return n, err
 		}
 	}
-	// The way grepBlocks reads: View.Reader and io.ReadFull into a buffer
-	// allocated for each log.
-	freshBuffer := func(scan func([]byte) int) func(*spool.View, []byte) (int, error) {
-		return func(v *spool.View, _ []byte) (int, error) {
-			buf := make([]byte, blockBytes)
-			n, err := io.ReadFull(v.Reader(), buf)
-			if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
-				return 0, err
-			}
-			return scan(buf[:n]), nil
-		}
-	}
-	reused := func(scan func([]byte) int) func(*spool.View, []byte) (int, error) {
-		return func(v *spool.View, buf []byte) (int, error) {
-			b, err := readWhole(v, buf)
-			if err != nil {
-				return 0, err
-			}
-			return scan(b), nil
-		}
-	}
-	scanLit := func(b []byte) int { return scanLiterals(b, litNeedles, litRe) }
-	scanAlt := func(b []byte) int { return scanLiterals(b, altNeedles, altRe) }
-	sample := append(slices.Clone(c.raw[:5]), c.gz[:5]...)
 	p1, p2 := fmt.Sprintf("%q", lit.pattern), fmt.Sprintf("%q", alt.pattern)
 	stages := []stage{
 		{"read 50 raw: View.Reader -> io.Discard", c.raw, 1, 1, discard},
@@ -1386,17 +1292,14 @@ func (lb *logsBench) breakdown(ctx context.Context) error {
 			_, err := readWhole(v, buf)
 			return 0, err
 		}},
-		{"per-line path (context > 0): View.Lines, empty callback", c.names, 1, 1, linesWith(nil)},
-		{"per-line path: Lines + bytes.Contains(literal) + re.Match, " + p1, c.names, 1, 1,
-			linesWith(func(b []byte) bool { return bytes.Contains(b, litNeedles[0]) && litRe.Match(b) })},
-		{"per-line path: Lines + re.Match every line, " + p2, c.names, 1, 1, linesWith(altRe.Match)},
-		{"block path as grepBlocks: Reader + ReadFull into a new buffer per log + bytes.Index, " + p1, c.names, 1, 1, freshBuffer(scanLit)},
-		{"  same, 2 goroutines", c.names, 1, 2, freshBuffer(scanLit)},
-		{"block path, buffer reused, ReadAt + bytes.Index, " + p1, c.names, 1, 1, reused(scanLit)},
-		{"  same, 2 goroutines", c.names, 1, 2, reused(scanLit)},
-		{"block path as grepBlocks: re.FindIndex over the block, " + p2 + " (10 logs, x10)", sample, 10, 1, freshBuffer(func(b []byte) int { return scanRegexp(b, altRe) })},
-		{"block path with a literal-set prefilter: bytes.Index of each alternative, " + p2, c.names, 1, 1, reused(scanAlt)},
-		{"  same, 2 goroutines", c.names, 1, 2, reused(scanAlt)},
+		{"per-line reading: View.Lines, empty callback", c.names, 1, 1, func(v *spool.View, _ []byte) (int, error) {
+			return 0, v.Lines(func(int64, []byte) bool { return true })
+		}},
+		{"spool.Dir.Grep per log, block path (context 0), " + p1, c.names, 1, 1, grepWith(litRe, 0)},
+		{"  same, 2 goroutines", c.names, 1, 2, grepWith(litRe, 0)},
+		{"spool.Dir.Grep per log, block path (context 0), " + p2, c.names, 1, 1, grepWith(altRe, 0)},
+		{"spool.Dir.Grep per log, per-line path (context 1), " + p1, c.names, 1, 1, grepWith(litRe, 1)},
+		{"spool.Dir.Grep per log, per-line path (context 1), " + p2, c.names, 1, 1, grepWith(altRe, 1)},
 	}
 	fmt.Printf("grep cost breakdown in this process, over 100 x 1 MiB (50 raw, 50 gz); median of up to %d (1 when a run takes over 1 s):\n", stageRuns)
 	for _, st := range stages {

@@ -1,0 +1,301 @@
+package execution
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mevedel/mevedel-exec/process"
+	"github.com/mevedel/mevedel-exec/spool"
+	"golang.org/x/sys/unix"
+)
+
+// Tuning of the settle path.
+const (
+	probeInterval  = 5 * time.Millisecond  // first wait between liveness probes
+	probeMax       = 50 * time.Millisecond // longest wait between probes
+	drainTimeout   = 2 * time.Second       // output EOF after every tracked writer is gone
+	unkillableWait = 30 * time.Second      // after SIGKILL, before settling anyway
+	progressFirst  = 2 * time.Second
+	progressEvery  = 250 * time.Millisecond
+	progressChars  = 2000
+	changedEvery   = time.Second // exec/changed for output growth, at most
+)
+
+// run drives the execution from admission to settlement.
+func (e *Execution) run() {
+	defer e.s.wg.Done()
+	select {
+	case <-e.ticket.admitted:
+	case <-e.ctx.Done():
+		e.settle(nil, e.causeOf())
+		return
+	}
+	spec := e.spec
+	spec.Env = process.MergeEnv(Defaults, spec.Env)
+	proc, err := e.runner().Start(e.ctx, spec)
+	if err != nil {
+		cause := &stopCause{term: SpawnFailed, reason: err.Error()}
+		errors.As(err, &cause) // a stop that came during the start wins
+		e.settle(nil, cause)
+		return
+	}
+	if e.remote != nil {
+		e.remote.pub.start(e)
+	}
+
+	var yielded bool
+	e.update(func(st *execState) {
+		e.move(st, Running)
+		st.proc = proc
+		st.facts.Pid, st.facts.Pgid = proc.Pid(), proc.Pgid()
+		st.facts.StartedAt = stamp(time.Now())
+		yielded = st.facts.Yielded
+		st.leader = leaderOf(st.facts, proc)
+		// Journaled under the lock, so a concurrent yield's row comes
+		// after it.
+		e.journalRow(e.snapshot(st), st.leader)
+	})
+	close(e.started)
+	if yielded {
+		e.s.sched.release(e.ticket) // yielded while queued: never holds the lane
+	}
+	e.s.changed()
+
+	var aux sync.WaitGroup
+	copied := make(chan struct{})
+	aux.Go(func() {
+		defer close(copied)
+		e.copyOutput(proc.Output())
+	})
+	quiet := make(chan struct{}) // ends progress and input before settlement
+	if e.spec.TTY {
+		aux.Go(func() { e.writeInput(proc, quiet) })
+	}
+	if e.toolUseID != "" {
+		aux.Go(func() { e.progress(quiet) })
+	}
+	exited := make(chan process.Exit, 1)
+	aux.Go(func() {
+		ex, err := proc.Wait()
+		if err != nil {
+			logf("execution %s: wait: %v", e.id, err)
+		}
+		exited <- ex
+	})
+
+	// Wait for the shell, acting on a stop if one comes first.
+	var cause *stopCause
+	var kill <-chan time.Time
+	stop := e.ctx.Done()
+	var exit process.Exit
+wait:
+	for {
+		select {
+		case exit = <-exited:
+			break wait
+		case <-stop:
+			stop = nil
+			cause = e.causeOf()
+			e.update(func(st *execState) { e.move(st, Stopping) })
+			e.s.changed()
+			_ = proc.Signal(unix.SIGTERM)
+			kill = time.After(e.grace)
+		case <-kill:
+			kill = nil
+			_ = proc.Signal(unix.SIGKILL)
+		}
+	}
+
+	// The shell is gone; descendants that linger are cleaned up the same
+	// way, and settlement waits until none is alive.
+	if cause == nil && proc.Alive() {
+		_ = proc.Signal(unix.SIGTERM)
+		kill = time.After(e.grace)
+	}
+	interval := probeInterval
+	var giveUp <-chan time.Time
+probe:
+	for proc.Alive() {
+		select {
+		case <-kill:
+			kill = nil
+			_ = proc.Signal(unix.SIGKILL)
+			giveUp = time.After(unkillableWait)
+		case <-giveUp:
+			// Only a process stuck in the kernel survives SIGKILL this
+			// long; settling beats hanging, and the log says why.
+			logf("execution %s: processes still alive %v after SIGKILL; settling without them", e.id, unkillableWait)
+			break probe
+		case <-time.After(interval):
+		}
+		interval = min(2*interval, probeMax)
+	}
+
+	select {
+	case <-copied:
+	case <-time.After(drainTimeout):
+		// A writer we could not trace holds the output open.
+		logf("execution %s: output still open after every tracked process ended; closing it", e.id)
+		_ = proc.CloseOutput()
+		<-copied
+	}
+	_ = proc.CloseOutput()
+	close(quiet)
+	aux.Wait()
+	if e.remote != nil {
+		e.remote.pub.finish(e)
+	}
+	e.settle(&exit, cause)
+}
+
+// copyOutput spools the merged output until EOF. Past the cap or on a
+// write error it asks for a stop and keeps draining, so the child never
+// blocks on a full pipe while it is being stopped.
+func (e *Execution) copyOutput(r io.Reader) {
+	buf := make([]byte, 256<<10)
+	// Growth inside a window is announced at its end, so a panel never
+	// keeps a stale size after the output goes quiet. announced (since
+	// base, on the monotonic clock) and owed are shared with that trailing
+	// timer.
+	base := time.Now()
+	var announced atomic.Int64
+	announced.Store(-int64(changedEvery))
+	var owed atomic.Bool
+	var trailing *time.Timer // left to fire after EOF: what it owes is still news
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := e.sp.Write(buf[:n]); werr != nil {
+				if errors.Is(werr, spool.ErrLimit) {
+					e.cancel(&stopCause{term: OutputLimit, reason: fmt.Sprintf("output exceeded the limit of %d bytes", e.s.limits.OutputLimitBytes)})
+				} else {
+					e.cancel(&stopCause{term: SpoolFailed, reason: werr.Error()})
+				}
+			}
+			if e.monitor != nil {
+				e.monitor.feed(buf[:n])
+			}
+			e.changed()
+			// A panel shows output sizes from exec/changed; once a second
+			// is enough for that.
+			since := time.Since(base) - time.Duration(announced.Load())
+			if since >= changedEvery {
+				announced.Store(int64(time.Since(base)))
+				owed.Store(false)
+				e.s.changed()
+			} else if !owed.Swap(true) {
+				if trailing == nil {
+					trailing = time.AfterFunc(changedEvery-since, func() {
+						if owed.Swap(false) {
+							announced.Store(int64(time.Since(base)))
+							e.s.changed()
+						}
+					})
+				} else {
+					trailing.Reset(changedEvery - since)
+				}
+			}
+		}
+		if err != nil {
+			if err != io.EOF {
+				logf("execution %s: reading output: %v", e.id, err)
+			}
+			return
+		}
+	}
+}
+
+// progress sends exec/progress for executions with a toolUseId: first
+// after 2 s, then at most 4 per second while something changed.
+func (e *Execution) progress(quiet <-chan struct{}) {
+	timer := time.NewTimer(progressFirst)
+	defer timer.Stop()
+	var last uint64
+	for {
+		select {
+		case <-quiet:
+			return
+		case <-timer.C:
+		}
+		f := e.Facts()
+		if f.Version != last && f.State != Settled {
+			last = f.Version
+			tail, _ := e.sp.Tail(progressChars)
+			e.s.m.events.Progress(f, tail)
+		}
+		timer.Reset(progressEvery)
+	}
+}
+
+// settle records the end and decides who gets the result. exit is nil
+// when the shell never ran.
+func (e *Execution) settle(exit *process.Exit, cause *stopCause) {
+	_ = e.sp.Close()
+	var final Facts
+	var owed bool
+	e.update(func(st *execState) {
+		f := &st.facts
+		sp := e.sp.Stats()
+		switch {
+		case exit != nil && exit.Lost != "":
+			// The end cannot be proven, whatever else happened.
+			f.Termination, f.Reason = Unknown, exit.Lost
+		case cause != nil:
+			f.Termination, f.Reason = cause.term, cause.reason
+		case sp.Limited:
+			f.Termination = OutputLimit
+			f.Reason = fmt.Sprintf("output exceeded the limit of %d bytes", e.s.limits.OutputLimitBytes)
+		case sp.Failed != nil:
+			f.Termination, f.Reason = SpoolFailed, sp.Failed.Error()
+		case exit != nil && exit.Signaled:
+			f.Termination = Signaled
+		default:
+			f.Termination = Exited
+		}
+		if exit != nil && exit.Lost == "" {
+			if exit.Signaled {
+				f.Signal = unix.SignalName(exit.Signal)
+				if f.Signal == "" {
+					f.Signal = fmt.Sprintf("SIG%d", int(exit.Signal))
+				}
+			} else {
+				code := exit.Code
+				f.ExitCode = &code
+			}
+		}
+		f.Outcome, f.Status = Classify(f.Termination, f.ExitCode)
+		f.EndedAt = stamp(time.Now())
+		if f.StartedAt == nil {
+			f.WallMs = 0
+		}
+		e.move(st, Settled)
+		final = e.snapshot(st)
+		// A yielded result nobody claims goes to the owner's mailbox; a
+		// waiting observation in progress may still claim it.
+		owed = f.Yielded && st.claim != claimStop && e.monitor == nil && f.Termination != SessionEnded
+		// Journaled before the claim moves, so "pending" precedes "done".
+		e.journalSettled(final, owed)
+		switch {
+		case !owed:
+			e.claimTo(st, claimHeld)
+		case st.waiter != nil:
+			e.claimTo(st, claimWaiter)
+		default:
+			e.claimTo(st, claimDeciding)
+		}
+	})
+	e.s.sched.release(e.ticket)
+	if final.StartedAt == nil {
+		close(e.started)
+	}
+	close(e.done)
+	e.decide()
+	if e.monitor != nil {
+		e.monitor.settle(final)
+	}
+	e.s.settled(e, final)
+}
