@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mevedel/mevedel-exec/internal/statedir"
+
 	"github.com/mevedel/mevedel-exec/internal/envlist"
 	"golang.org/x/sys/unix"
 )
@@ -151,7 +153,7 @@ func (l *LoginEnv) capture() ([]string, error) {
 		return nil, err
 	}
 	defer pr.Close()
-	tag := TagVar + "=login-env-" + rand.Text()
+	tag := statedir.TagVar + "=login-env-" + rand.Text()
 	cmd := exec.Command(l.bash, "-l", "-c", "env -0 >&3")
 	cmd.Env = append(l.base[:len(l.base):len(l.base)], tag)
 	cmd.ExtraFiles = []*os.File{pw}
@@ -211,7 +213,7 @@ func (l *LoginEnv) capture() ([]string, error) {
 	if res.err != nil && !errors.Is(res.err, os.ErrClosed) {
 		return nil, res.err
 	}
-	return envlist.Parse0(res.data), nil
+	return envlist.Parse0(res.data, statedir.TagVar), nil
 }
 
 // stopGroup ends a login shell politely (a profile killed mid-way may leave

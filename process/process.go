@@ -6,11 +6,6 @@ import (
 	"syscall"
 )
 
-// TagVar is the environment variable that marks every process started for
-// an execution: TagVar=<prefix>-<id>. A descendant that leaves its process
-// group still carries it, which is how it is traced back.
-const TagVar = "MEVEDEL_EXEC_TAG"
-
 // Runner starts a command on some target: Local on this machine, a
 // remote.Runner on an SSH host.
 type Runner interface {
@@ -27,7 +22,7 @@ type Spec struct {
 	// Env is laid over the target's login environment, KEY=value.
 	Env []string
 	TTY bool   // give the command a pty; stdin stays writable
-	Tag string // TagVar=value, marking every descendant of this execution
+	Tag string // statedir.TagVar=value, marking every descendant of this execution
 }
 
 // Exit is how the shell process ended.

@@ -1,12 +1,13 @@
 package remote
 
 import (
-	"github.com/mevedel/mevedel-exec/process"
 	"io"
 	"runtime"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mevedel/mevedel-exec/process"
 
 	"github.com/mevedel/mevedel-exec/test/sshd"
 )

@@ -3,7 +3,6 @@ package remote
 import (
 	"bytes"
 	"context"
-	"github.com/mevedel/mevedel-exec/process"
 	"io"
 	"os"
 	"strconv"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mevedel/mevedel-exec/process"
 
 	"github.com/mevedel/mevedel-exec/test/sshd"
 )

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mevedel/mevedel-exec/internal/statedir"
+
 	"github.com/mevedel/mevedel-exec/internal/envlist"
 	"golang.org/x/crypto/ssh"
 )
@@ -85,7 +87,7 @@ const (
 func (p *Pool) captureEnv(r resolved) ([]string, error) {
 	ctx, cancel := context.WithTimeout(p.life, loginEnvTimeout)
 	defer cancel()
-	tag := "MEVEDEL_EXEC_TAG=login-env-" + rand.Text()
+	tag := statedir.TagVar + "=login-env-" + rand.Text()
 	// The login shell that runs this may print (rc files) before it: the
 	// environment starts after envBegin.
 	inner := `printf '\0%s\0' ` + envBegin + ` >&3; env -0 >&3; printf '%s\0' ` + envEnd + ` >&3`
@@ -107,7 +109,7 @@ func (p *Pool) captureEnv(r resolved) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("remote: %s: capturing the login environment: %w", r.Target, err)
 	}
-	return envlist.Parse0(out, sshdOwn...), nil
+	return envlist.Parse0(out, append([]string{statedir.TagVar}, sshdOwn...)...), nil
 }
 
 // maxCapture bounds what capture keeps.

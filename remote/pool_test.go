@@ -3,7 +3,6 @@ package remote
 import (
 	"crypto/ed25519"
 	"errors"
-	"github.com/mevedel/mevedel-exec/process"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/mevedel/mevedel-exec/process"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"

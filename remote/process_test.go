@@ -3,7 +3,6 @@ package remote
 import (
 	"bufio"
 	"errors"
-	"github.com/mevedel/mevedel-exec/process"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mevedel/mevedel-exec/process"
 
 	"github.com/mevedel/mevedel-exec/test/sshd"
 )

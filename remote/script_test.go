@@ -3,13 +3,14 @@ package remote
 import (
 	"bufio"
 	"bytes"
-	"github.com/mevedel/mevedel-exec/process"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/mevedel/mevedel-exec/process"
 )
 
 // The wrapper run here, as a child that does not lead its group (sshd

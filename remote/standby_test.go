@@ -3,7 +3,6 @@ package remote
 import (
 	"bytes"
 	"context"
-	"github.com/mevedel/mevedel-exec/process"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mevedel/mevedel-exec/process"
 
 	"github.com/mevedel/mevedel-exec/test/sshd"
 )

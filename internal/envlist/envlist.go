@@ -13,13 +13,14 @@ import (
 var shellOwn = []string{"_", "SHLVL", "PWD", "OLDPWD"}
 
 // Parse0 reads NUL-separated KEY=value entries (as `env -0` prints them)
-// into a sorted list, leaving out the login shell's own variables, those
-// named in drop, and any execution tag (MEVEDEL_EXEC_TAG...).
+// into a sorted list, leaving out the login shell's own variables and
+// those named in drop (the callers name the execution tag variable there,
+// so no command inherits a stale tag).
 func Parse0(data []byte, drop ...string) []string {
 	var vars []string
 	for _, kv := range bytes.Split(data, []byte{0}) {
 		k, _, ok := strings.Cut(string(kv), "=")
-		if !ok || k == "" || slices.Contains(shellOwn, k) || slices.Contains(drop, k) || strings.HasPrefix(k, "MEVEDEL_EXEC_TAG") {
+		if !ok || k == "" || slices.Contains(shellOwn, k) || slices.Contains(drop, k) {
 			continue
 		}
 		vars = append(vars, string(kv))

@@ -6,7 +6,7 @@ import (
 )
 
 func TestParse0DropsShellPrivateVariables(t *testing.T) {
-	got := Parse0([]byte("A=1\x00SHLVL=2\x00PWD=/x\x00_=/usr/bin/env\x00MEVEDEL_EXEC_TAG=x\x00SSH_CLIENT=h 1 2\x00BASH_FUNC_f%%=() {  echo\n}\x00\x00junk"), "SSH_CLIENT")
+	got := Parse0([]byte("A=1\x00SHLVL=2\x00PWD=/x\x00_=/usr/bin/env\x00MEVEDEL_EXEC_TAG=x\x00SSH_CLIENT=h 1 2\x00BASH_FUNC_f%%=() {  echo\n}\x00\x00junk"), "SSH_CLIENT", "MEVEDEL_EXEC_TAG")
 	want := []string{"A=1", "BASH_FUNC_f%%=() {  echo\n}"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("%q", got)

@@ -15,7 +15,6 @@ import (
 	"strings"
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
-	"github.com/mevedel/mevedel-exec/process"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,6 +28,10 @@ const (
 	LogExt = ".log"
 	// LockFile is the flock that makes one helper the holder.
 	LockFile = "lock"
+	// TagVar is the environment variable that marks every process started
+	// for an execution, TagVar=<prefix>-<id>: a descendant that leaves its
+	// process group still carries it, which is how it is traced back.
+	TagVar = "MEVEDEL_EXEC_TAG"
 )
 
 // Layout names the files of the state directory Root.
@@ -80,7 +83,7 @@ func Tag(id string) string {
 	if p == "" {
 		return ""
 	}
-	return process.TagVar + "=" + p + "-" + id
+	return TagVar + "=" + p + "-" + id
 }
 
 // Dir is a state directory taken by this helper.
