@@ -34,16 +34,8 @@
   :type 'natnum)
 
 (defun mevedel-execution-spool--authority (owner as-user)
-  "Wire authority for OWNER, or the user's when AS-USER."
-  (if as-user (list :as "user") (list :owner (or owner "/root"))))
-
-(defun mevedel-execution-spool--call (session method params &optional timeout)
-  "Send METHOD with PARAMS for SESSION and return the result.
-TIMEOUT defaults to `mevedel-execution-request-timeout'."
-  (mevedel-execution--call (mevedel-execution--ensure session) method
-                           (append (list :sessionId (mevedel-execution-session-id session))
-                                   params)
-                           timeout))
+  "Authority parameters for OWNER, or the user's when AS-USER."
+  (if as-user (list :as "user") (list :owner (or owner mevedel-execution-root-owner))))
 
 (defun mevedel-execution-spool-address (execution-id)
   "Return the output address of EXECUTION-ID."
@@ -55,10 +47,9 @@ Either a byte range, OFFSET (default 0) and LENGTH (at most 1 MiB),
 or with LINE (1-based) a range of LINES lines.  Return a plist
 \(:text :offset :length :total-bytes :eof).  OWNER or AS-USER
 choose the authority."
-  (mevedel-execution-spool--call
+  (mevedel-execution-request
    session 'spool/read
-   (append (mevedel-execution--params :address address :offset offset :length length
-                                      :line line :lines lines)
+   (append (list :address address :offset offset :length length :line line :lines lines)
            (mevedel-execution-spool--authority owner as-user))
    30))
 
@@ -68,27 +59,27 @@ GLOB (default \"executions/*.log\") or ADDRESSES say which logs.
 At most MAX-MATCHES matches (200 by default), with CONTEXT lines
 around each.  Return a plist (:matches (...) :truncated BOOL); each
 match is (:address :line :text), context lines add :context t."
-  (mevedel-execution-spool--call
+  (mevedel-execution-request
    session 'spool/grep
-   (append (mevedel-execution--params :pattern pattern :glob glob
-                                      :addresses (and addresses (vconcat addresses))
-                                      :maxMatches max-matches :context context)
+   (append (list :pattern pattern :glob glob
+                 :addresses (and addresses (vconcat addresses))
+                 :max-matches max-matches :context context)
            (mevedel-execution-spool--authority owner as-user))
    120))
 
 (cl-defun mevedel-execution-spool-glob (session &key pattern owner as-user)
   "Return the addresses of SESSION's logs matching PATTERN.
 PATTERN is a logical glob, \"executions/*.log\" by default."
-  (plist-get (mevedel-execution-spool--call
+  (plist-get (mevedel-execution-request
               session 'spool/glob
-              (append (mevedel-execution--params :pattern pattern)
+              (append (list :pattern pattern)
                       (mevedel-execution-spool--authority owner as-user)))
              :addresses))
 
 (cl-defun mevedel-execution-spool-stat (session address &key owner as-user)
   "Describe the log at ADDRESS in SESSION.
 Return (:address :logical-bytes :physical :physical-bytes :retired)."
-  (mevedel-execution-spool--call
+  (mevedel-execution-request
    session 'spool/stat
    (append (list :address address) (mevedel-execution-spool--authority owner as-user))))
 
@@ -173,7 +164,7 @@ The buffer holds one page (`mevedel-execution-spool-page-bytes') at a
 time, never the whole log; FROM-END starts at the last page.  Return
 the buffer."
   (interactive
-   (let ((session (or (car mevedel-execution--sessions) (user-error "No open session"))))
+   (let ((session (or (car (mevedel-execution-sessions)) (user-error "No open session"))))
      (list session
            (completing-read "Execution: "
                             (mapcar (lambda (a) (file-name-base a))

@@ -17,6 +17,10 @@
 
 ;;; Commentary:
 
+;; Over 600 lines on purpose: the connection, the queue of handlers,
+;; requests, sessions and the mailbox share private state that no other
+;; file may touch; the sister files use only its public functions.
+;;
 ;; The Emacs side of mevedel-exec, the execution backend of the mevedel
 ;; agent.  Every child process, pipe and spool file lives in the helper
 ;; program `mevedel-exec', which this file starts and talks to over
@@ -140,11 +144,11 @@ a timer, in the order of the helper's messages.")
 (defvar mevedel-execution-wake-functions nil
   "Functions called when the helper wakes an idle owner.
 Each receives SESSION (the session object), OWNER (a string such
-as \"/root\") and DELIVERY-IDS, the ids of the durable deliveries
-the owner has not attended to, oldest first; several owed results
-come as one wake.  The helper wakes only an owner that is idle,
-see `mevedel-execution-set-owner-state'.  An error in one function
-is reported and does not stop the others.  Like
+as `mevedel-execution-root-owner') and DELIVERY-IDS, the ids of the
+durable deliveries the owner has not attended to, oldest first;
+several owed results come as one wake.  The helper wakes only an
+owner that is idle, see `mevedel-execution-set-owner-state'.  An
+error in one function is reported and does not stop the others.  Like
 `mevedel-execution-event-functions', they run from a timer, in the
 order of the helper's messages, and may make synchronous calls.")
 
@@ -156,8 +160,16 @@ order of the helper's messages, and may make synchronous calls.")
 (define-error 'mevedel-execution-helper-error
   "The mevedel-exec helper answered with an error" 'mevedel-execution-error)
 
+;; The protocol's names are written once per language: the root owner
+;; here as in Go's `execution.RootOwner', and each method's parameters
+;; in `mevedel-execution-wire-params'.  test/golden/wire.json, which the
+;; Go tests write, lets the ERT suite check both against the helper.
+
 (defconst mevedel-execution-protocol-version 1
   "The version of the helper's wire protocol this file speaks.")
+
+(defconst mevedel-execution-root-owner "/root"
+  "The agent's top-level owner: the owner of a request that names none.")
 
 (defconst mevedel-execution--source-file
   (or load-file-name (bound-and-true-p byte-compile-current-file) buffer-file-name)
@@ -165,11 +177,49 @@ order of the helper's messages, and may make synchronous calls.")
 
 ;;;; Wire values
 
+(defconst mevedel-execution-wire-params
+  '((initialize :client-name :client-version :protocol-version)
+    (shutdown)
+    ($/cancelRequest :id)
+    (session/open :session-id :state-dir :limits)
+    (session/close :session-id)
+    (exec/start :session-id :owner :command :cwd :yield-ms :tty :lane :env
+                :label :tool-use-id :max-output-chars)
+    (exec/observe :session-id :owner :as :execution-id :chars :wait-ms
+                  :max-output-chars)
+    (exec/stop :session-id :owner :as :execution-id)
+    (exec/interrupt :session-id :as :execution-id)
+    (exec/list :session-id :owner :as)
+    (exec/stopAll :session-id :as)
+    (spool/read :session-id :owner :as :address :offset :length :line :lines)
+    (spool/grep :session-id :owner :as :pattern :glob :addresses :max-matches
+                :context)
+    (spool/glob :session-id :owner :as :pattern)
+    (spool/stat :session-id :owner :as :address)
+    (monitor/start :session-id :owner :command :cwd :label :filter :persistent
+                   :timeout-ms :env)
+    (monitor/stop :session-id :owner :monitor-id)
+    (monitor/list :session-id :owner)
+    (owner/state :session-id :owner :state)
+    (owner/retire :session-id :owner)
+    (mailbox/ack :session-id :delivery-id :durable :error)
+    (transcript/records :session-id :since :limit)
+    (transcript/checkpoint :session-id))
+  "Each method this file sends, with the Lisp keys of its parameters.
+A request names its parameters with these keys; each becomes its
+wire key through `mevedel-execution-wire-key' (`:execution-id' is
+sent as `executionId').  A key not listed for its method is an
+error, so this table is all the facade sends.")
+
 (defvar mevedel-execution--keys (make-hash-table :test #'eq)
   "Cache of wire keys (`:executionId') to Lisp keys (`:execution-id').")
 
-(defun mevedel-execution--lisp-key (key)
-  "Return the kebab-case keyword for the camelCase keyword KEY."
+(defvar mevedel-execution--wire-keys (make-hash-table :test #'eq)
+  "Cache of Lisp keys (`:execution-id') to wire keys (`:executionId').")
+
+(defun mevedel-execution-lisp-key (key)
+  "Return the Lisp keyword for the wire keyword KEY.
+`:executionId' gives `:execution-id'."
   (or (gethash key mevedel-execution--keys)
       (puthash key
                (let ((case-fold-search nil))
@@ -178,6 +228,18 @@ order of the helper's messages, and may make synchronous calls.")
                            "\\([a-z0-9]\\)\\([A-Z]\\)" "\\1-\\2"
                            (symbol-name key)))))
                mevedel-execution--keys)))
+
+(defun mevedel-execution-wire-key (key)
+  "Return the wire keyword for the Lisp keyword KEY.
+`:execution-id' gives `:executionId': it undoes
+`mevedel-execution-lisp-key'."
+  (or (gethash key mevedel-execution--wire-keys)
+      (puthash key
+               (let ((case-fold-search nil))
+                 (intern (replace-regexp-in-string
+                          "-\\([a-z0-9]\\)" (lambda (m) (upcase (substring m 1)))
+                          (symbol-name key) t t)))
+               mevedel-execution--wire-keys)))
 
 (defun mevedel-execution--normalize (value)
   "Return VALUE from the wire as fresh Lisp data.
@@ -190,20 +252,28 @@ ever sees `:json-false'."
    ((and (consp value) (keywordp (car value)))
     (let (out)
       (while value
-        (push (mevedel-execution--lisp-key (car value)) out)
+        (push (mevedel-execution-lisp-key (car value)) out)
         (push (mevedel-execution--normalize (cadr value)) out)
         (setq value (cddr value)))
       (nreverse out)))
    ((consp value) (mapcar #'mevedel-execution--normalize value))
    (t value)))
 
-(defun mevedel-execution--params (&rest plist)
-  "Return PLIST without its nil values, ready for the wire."
-  (let (out)
+(defun mevedel-execution--wire-params (method plist)
+  "Return PLIST, METHOD's parameters with Lisp keys, ready for the wire.
+Keys become wire keys and nil values are left out; values are sent
+as they are.  A key `mevedel-execution-wire-params' does not list
+for METHOD signals an error."
+  (let ((known (or (assq method mevedel-execution-wire-params)
+                   (error "mevedel-exec: %s is not in `mevedel-execution-wire-params'" method)))
+        (out nil))
     (while plist
-      (when (cadr plist)
-        (push (car plist) out)
-        (push (cadr plist) out))
+      (let ((key (car plist)))
+        (unless (memq key (cdr known))
+          (error "mevedel-exec: %s takes no %s" method key))
+        (when (cadr plist)
+          (push (mevedel-execution-wire-key key) out)
+          (push (cadr plist) out)))
       (setq plist (cddr plist)))
     (nreverse out)))
 
@@ -401,9 +471,11 @@ PRED is called with the key and the value."
     (let ((info (condition-case err
                     (mevedel-execution--call
                      conn 'initialize
-                     (list :clientName "mevedel-execution.el"
-                           :clientVersion "0.1.0"
-                           :protocolVersion mevedel-execution-protocol-version))
+                     (mevedel-execution--wire-params
+                      'initialize
+                      (list :client-name "mevedel-execution.el"
+                            :client-version "0.1.0"
+                            :protocol-version mevedel-execution-protocol-version)))
                   (error
                    (mevedel-execution--kill conn)
                    (signal (car err) (cdr err))))))
@@ -458,6 +530,7 @@ An error in CALLBACK is reported, never thrown at the queue."
 
 (cl-defun mevedel-execution--async (conn method params &key on-result on-error on-lost timeout now)
   "Send METHOD with PARAMS on CONN; return a handle for `mevedel-execution-abort'.
+PARAMS is the wire object (see `mevedel-execution--wire-params').
 ON-RESULT receives the normalized result, ON-ERROR the error plist.
 ON-LOST, called with a reason string, replaces ON-ERROR when the
 helper died before answering.  TIMEOUT is in seconds; nil waits
@@ -501,10 +574,12 @@ yet is aborted (its callback receives the final observation, with
 termination \"aborted\"); a waiting observation answers at once."
   (pcase-let ((`(,conn . ,id) handle))
     (when (and conn id (jsonrpc-running-p conn))
-      (jsonrpc-notify conn '$/cancelRequest (list :id id)))))
+      (jsonrpc-notify conn '$/cancelRequest
+                      (mevedel-execution--wire-params '$/cancelRequest (list :id id))))))
 
 (defun mevedel-execution--call (conn method params &optional timeout)
   "Send METHOD with PARAMS on CONN and wait for the result.
+PARAMS is the wire object (see `mevedel-execution--wire-params').
 Wait at most TIMEOUT seconds (default `mevedel-execution-request-timeout').
 A helper error signals `mevedel-execution-helper-error' with the
 error plist as data.  \\[keyboard-quit] while waiting cancels the
@@ -558,6 +633,51 @@ process filter, where waiting would corrupt the stream, it signals
        (signal 'mevedel-execution-helper-error
                (list (format "%s: %s" method (plist-get err :message)) err))))))
 
+;;;;; The public request API
+
+;; The sister files (spool, transcript, panel) and anything built on
+;; this file send their requests through these two functions and never
+;; touch the connection.
+
+(defun mevedel-execution--session-params (session method params)
+  "Return METHOD's wire object for SESSION: Lisp PARAMS and SESSION's id."
+  (mevedel-execution--wire-params
+   method (cons :session-id (cons (mevedel-execution-session-id session) params))))
+
+(defun mevedel-execution-request (session method &optional params timeout)
+  "Send METHOD with PARAMS for SESSION, wait, and return the result.
+PARAMS is a plist with Lisp keys (`:execution-id', ...), without
+the session's id, which is added; keys with a nil value are left
+out, and METHOD must take every key (`mevedel-execution-wire-params').
+The result is a fresh plist with Lisp keys.  SESSION is reopened
+first if its helper died.  Wait at most TIMEOUT seconds (default
+`mevedel-execution-request-timeout').  A helper error signals
+`mevedel-execution-helper-error' with the error plist as data;
+\\[keyboard-quit] while waiting cancels the request in the helper too.
+Made from inside the helper's process filter, the call signals
+`mevedel-execution-error': pass callbacks to
+`mevedel-execution-request-async' there."
+  (let ((conn (mevedel-execution--ensure session)))
+    (mevedel-execution--call conn method
+                             (mevedel-execution--session-params session method params)
+                             timeout)))
+
+(cl-defun mevedel-execution-request-async (session method params &key on-result on-error on-lost timeout)
+  "Send METHOD with PARAMS for SESSION; return a handle at once.
+PARAMS is as for `mevedel-execution-request'.  ON-RESULT receives
+the result plist, ON-ERROR the error plist (:code :kind :message)
+when the helper refused or did not answer within TIMEOUT seconds
+\(nil: no limit).  ON-LOST, called with a reason string, replaces
+ON-ERROR when the helper died before answering.  The callbacks run
+from a timer, in the buffer current now if it is still live, after
+what the helper sent before the answer.  The handle is for
+`mevedel-execution-abort'."
+  (let ((conn (mevedel-execution--ensure session)))
+    (mevedel-execution--async conn method
+                              (mevedel-execution--session-params session method params)
+                              :on-result on-result :on-error on-error
+                              :on-lost on-lost :timeout timeout)))
+
 (defun mevedel-execution--dispatch-request (_conn method _params)
   "Answer a request from the helper; it sends none today."
   (jsonrpc-error :code -32601 :message (format "method not found: %s" method)))
@@ -571,34 +691,65 @@ It is routed after everything queued before it; see
 
 (defun mevedel-execution--route-notification (conn method params)
   "Route the notification METHOD with PARAMS from CONN's helper.
-Listeners and sinks run in a temporary buffer, not the caller's;
-events nobody listens to are dropped at once.  No error leaves this
-function: the queue goes on after it."
+Listeners and sinks run in a temporary buffer, not the caller's.  No
+error leaves this function: the queue goes on after it."
   (condition-case err
-      (pcase method
-        ((or 'exec/progress 'exec/changed 'exec/settled)
-         ;; Most notifications are events, often with nobody listening.
-         (when (default-value 'mevedel-execution-event-functions)
-           (with-temp-buffer
-             (mevedel-execution--run-event
-              (pcase method
-                ('exec/progress 'progress)
-                ('exec/changed 'changed)
-                (_ 'settled))
-              params))))
-        ('session/wake
-         (with-temp-buffer
-           (let* ((wake (mevedel-execution--normalize params))
-                  (session-id (plist-get wake :session-id))
-                  (owner (plist-get wake :owner))
-                  (ids (copy-sequence (plist-get wake :delivery-ids))))
-             ;; A listener may change WAKE: what the wake needs is read first.
-             (mevedel-execution--emit 'wake wake)
-             (mevedel-execution--wake conn session-id owner ids))))
-        ('mailbox/deliver
-         (with-temp-buffer (mevedel-execution--deliver conn params)))
-        (_ nil))
+      (mevedel-execution-handle-notification conn method params)
     (error (message "mevedel-exec: handling %s: %s" method (error-message-string err)))))
+
+(cl-defgeneric mevedel-execution-handle-notification (conn method params)
+  "Handle the notification METHOD (a symbol) with PARAMS from CONN's helper.
+PARAMS is the wire object, not yet normalized.  There is a method
+for each notification the helper sends; the default warns once
+about a notification nobody handles.  It runs from a timer, never
+inside the process filter.")
+
+(defvar mevedel-execution--unknown-notifications nil
+  "Notification methods already warned about: each is reported once.")
+
+(cl-defmethod mevedel-execution-handle-notification (_conn method _params)
+  "Warn, once per METHOD, that the helper sent a notification unknown here.
+A helper newer than this file may send one; it is ignored."
+  (unless (memq method mevedel-execution--unknown-notifications)
+    (push method mevedel-execution--unknown-notifications)
+    (display-warning 'mevedel-execution
+                     (format "the helper sent the notification %s, which this Emacs does not handle; ignored"
+                             method))))
+
+(defun mevedel-execution--event (type params)
+  "Hand the event TYPE with wire PARAMS to the listeners, if there are any.
+Most notifications are events, often with nobody listening: they
+cost nothing then."
+  (when (default-value 'mevedel-execution-event-functions)
+    (with-temp-buffer
+      (mevedel-execution--run-event type params))))
+
+(cl-defmethod mevedel-execution-handle-notification (_conn (_method (eql 'exec/progress)) params)
+  "Hand the `progress' event PARAMS to `mevedel-execution-event-functions'."
+  (mevedel-execution--event 'progress params))
+
+(cl-defmethod mevedel-execution-handle-notification (_conn (_method (eql 'exec/changed)) params)
+  "Hand the `changed' event PARAMS to `mevedel-execution-event-functions'."
+  (mevedel-execution--event 'changed params))
+
+(cl-defmethod mevedel-execution-handle-notification (_conn (_method (eql 'exec/settled)) params)
+  "Hand the `settled' event PARAMS to `mevedel-execution-event-functions'."
+  (mevedel-execution--event 'settled params))
+
+(cl-defmethod mevedel-execution-handle-notification (conn (_method (eql 'session/wake)) params)
+  "Hand the wake PARAMS from CONN to the listeners, then the wake functions."
+  (with-temp-buffer
+    (let* ((wake (mevedel-execution--normalize params))
+           (session-id (plist-get wake :session-id))
+           (owner (plist-get wake :owner))
+           (ids (copy-sequence (plist-get wake :delivery-ids))))
+      ;; A listener may change WAKE: what the wake needs is read first.
+      (mevedel-execution--emit 'wake wake)
+      (mevedel-execution--wake conn session-id owner ids))))
+
+(cl-defmethod mevedel-execution-handle-notification (conn (_method (eql 'mailbox/deliver)) params)
+  "Hand the delivery PARAMS from CONN to the mailbox sink."
+  (with-temp-buffer (mevedel-execution--deliver conn params)))
 
 (defun mevedel-execution--run-event (type params)
   "Give each of `mevedel-execution-event-functions' its copy of PARAMS.
@@ -624,12 +775,11 @@ listener gets it, each other one a copy taken before any ran."
 
 (defun mevedel-execution--session-on (conn session-id)
   "Return the open session SESSION-ID on CONN's helper, or nil."
-  (cl-find-if (lambda (s)
-                (and (equal (mevedel-execution-session-id s) session-id)
-                     conn
-                     (eql (mevedel-execution-session-generation s)
-                          (mevedel-execution--generation conn))))
-              mevedel-execution--sessions))
+  (let ((session (mevedel-execution-find-session session-id)))
+    (and session conn
+         (eql (mevedel-execution-session-generation session)
+              (mevedel-execution--generation conn))
+         session)))
 
 (defun mevedel-execution--wake (conn session-id owner ids)
   "Run `mevedel-execution-wake-functions' for a wake from CONN.
@@ -653,10 +803,11 @@ helper that died meanwhile is not asked: its deliveries died too."
   (when (and conn (jsonrpc-running-p conn))
     (mevedel-execution--async
      conn 'mailbox/ack
-     (mevedel-execution--params :sessionId session-id
-                                :deliveryId delivery-id
-                                :durable (unless error t)
-                                :error error)
+     (mevedel-execution--wire-params
+      'mailbox/ack (list :session-id session-id
+                         :delivery-id delivery-id
+                         :durable (unless error t)
+                         :error error))
      ;; A lost ack costs nothing: the helper sends the delivery again,
      ;; and the answer is repeated from `mevedel-execution--deliveries'.
      :timeout mevedel-execution-request-timeout)))
@@ -732,10 +883,10 @@ once; see `mevedel-execution-mailbox-delivery-function'."
   "Open SESSION on CONN's helper."
   (let ((info (mevedel-execution--call
                conn 'session/open
-               (mevedel-execution--params
-                :sessionId (mevedel-execution-session-id session)
-                :stateDir (mevedel-execution-session-state-dir session)
-                :limits (mevedel-execution-session-limits session)))))
+               (mevedel-execution--session-params
+                session 'session/open
+                (list :state-dir (mevedel-execution-session-state-dir session)
+                      :limits (mevedel-execution-session-limits session))))))
     (setf (mevedel-execution-session-generation session)
           (mevedel-execution--generation conn))
     (setf (mevedel-execution-session-id-prefix session)
@@ -747,8 +898,8 @@ once; see `mevedel-execution-mailbox-delivery-function'."
     (dolist (owner (mevedel-execution-session-busy-owners session))
       (mevedel-execution--call
        conn 'owner/state
-       (list :sessionId (mevedel-execution-session-id session)
-             :owner owner :state "busy")))
+       (mevedel-execution--session-params session 'owner/state
+                                          (list :owner owner :state "busy"))))
     info))
 
 (defun mevedel-execution--ensure (session)
@@ -786,6 +937,31 @@ next call, and the slot then says what that open recovered."
     (push session mevedel-execution--sessions)
     session))
 
+(defun mevedel-execution-sessions ()
+  "Return the sessions open and not torn down, most recently opened first."
+  (copy-sequence mevedel-execution--sessions))
+
+(defun mevedel-execution-session-open-p (session)
+  "Return non-nil if SESSION is open: opened and not torn down."
+  (and (memq session mevedel-execution--sessions) t))
+
+(defun mevedel-execution-find-session (id)
+  "Return the open session whose id is ID, or nil."
+  (and id (cl-find id mevedel-execution--sessions
+                   :key #'mevedel-execution-session-id :test #'equal)))
+
+(defun mevedel-execution-resolve-session (session &optional id)
+  "Return SESSION if it is open, else the open session whose id is ID.
+With neither SESSION nor ID, return the only open session.  Signal
+a `user-error' when there is none of these."
+  (let ((open mevedel-execution--sessions))
+    (or (and session (memq session open) session)
+        (mevedel-execution-find-session id)
+        (and (null session) (null id) (= (length open) 1) (car open))
+        (user-error "Session %s is not open"
+                    (or id (and session (mevedel-execution-session-id session))
+                        "of this command")))))
+
 (defun mevedel-execution-teardown-session (session)
   "Close SESSION: its live executions are stopped; spools stay on disk."
   (when (memq session mevedel-execution--sessions)
@@ -801,8 +977,7 @@ next call, and the slot then says what that open recovered."
         (condition-case err
             (mevedel-execution--call
              conn 'session/close
-             (list :sessionId (mevedel-execution-session-id session))
-             30)
+             (mevedel-execution--session-params session 'session/close nil) 30)
           (mevedel-execution-error
            (message "mevedel-exec: closing %s: %s"
                     (mevedel-execution-session-id session) (error-message-string err))))))))
@@ -839,7 +1014,7 @@ SESSION, OWNER and EXECUTION-ID say what it was about, REASON why."
         :final t
         :facts (list :execution-id execution-id
                      :session-id (mevedel-execution-session-id session)
-                     :owner (or owner "/root")
+                     :owner (or owner mevedel-execution-root-owner)
                      :state "settled"
                      :termination "lost"
                      :outcome "failure"
@@ -849,17 +1024,34 @@ SESSION, OWNER and EXECUTION-ID say what it was about, REASON why."
 (defun mevedel-execution--observation-request (session owner execution-id method params callback timeout)
   "Send METHOD with PARAMS for SESSION; CALLBACK receives an Observation.
 OWNER and EXECUTION-ID label a lost answer.  TIMEOUT as in
-`mevedel-execution--async'.  Return the request handle."
+`mevedel-execution-request-async'.  Return the request handle."
   (unless (functionp callback)
     (signal 'wrong-type-argument (list 'functionp callback)))
-  (mevedel-execution--async
-   (mevedel-execution--ensure session) method params
+  (mevedel-execution-request-async
+   session method params
    :on-result callback
    :on-error (lambda (err) (funcall callback (list :error err)))
    :on-lost (lambda (why)
               (funcall callback (mevedel-execution--lost-observation
                                  session owner execution-id why)))
    :timeout timeout))
+
+(defun mevedel-execution--request-either (session method params value callback)
+  "Send METHOD with PARAMS for SESSION; VALUE maps the result.
+Without CALLBACK, wait and return what VALUE makes of the result,
+signalling `mevedel-execution-helper-error' on an error.  With
+CALLBACK, return a request handle at once; CALLBACK later receives
+what VALUE makes of the result, or (:error ERR) when the helper
+refused or died."
+  (if (not callback)
+      (funcall value (mevedel-execution-request session method params))
+    (mevedel-execution-request-async
+     session method params
+     :on-result (lambda (r) (funcall callback (funcall value r)))
+     :on-error (lambda (err) (funcall callback (list :error err)))
+     :on-lost (lambda (why)
+                (funcall callback (list :error (list :code -1 :kind "lost" :message why))))
+     :timeout mevedel-execution-request-timeout)))
 
 (defun mevedel-execution--wait-timeout (ms)
   "Return a request timeout that outlasts a wait of MS milliseconds.
@@ -882,37 +1074,34 @@ helper answers once the command has ended."
                                                  yield-time-ms tty label tool-use-id
                                                  read-only-p env max-output-chars)
   "Run COMMAND with bash in SESSION; CALLBACK receives the first Observation.
-OWNER defaults to \"/root\".  WORKDIR is the working directory
-\(default `default-directory').  With YIELD-TIME-MS, the command
-runs in the foreground that long at most, then the callback gets
-the output so far and an execution id while it keeps running;
-without it, the callback comes when the command ends.  TTY gives
-the command a terminal (and writable input).  LABEL names it for
-people, TOOL-USE-ID ties progress events to a tool call.
-READ-ONLY-P `t' asks for the shared read lane, `exclusive' for the
-exclusive one; nil lets the helper decide from the command.  ENV
-is an alist of extra variables.  MAX-OUTPUT-CHARS bounds the
-output shown (2000 by default).  Return a handle for
-`mevedel-execution-abort'."
+OWNER defaults to `mevedel-execution-root-owner'.  WORKDIR is the
+working directory \(default `default-directory').  With
+YIELD-TIME-MS, the command runs in the foreground that long at
+most, then the callback gets the output so far and an execution id
+while it keeps running; without it, the callback comes when the
+command ends.  TTY gives the command a terminal (and writable
+input).  LABEL names it for people, TOOL-USE-ID ties progress
+events to a tool call.  READ-ONLY-P `t' asks for the shared read
+lane, `exclusive' for the exclusive one; nil lets the helper decide
+from the command.  ENV is an alist of extra variables.
+MAX-OUTPUT-CHARS bounds the output shown (2000 by default).  Return
+a handle for `mevedel-execution-abort'."
   (unless (and (stringp command) (not (string-blank-p command)))
     (signal 'wrong-type-argument (list 'stringp command)))
   (unless (or (null yield-time-ms) (natnump yield-time-ms))
     (signal 'wrong-type-argument (list 'natnump yield-time-ms)))
   (mevedel-execution--observation-request
    session owner nil 'exec/start
-   (mevedel-execution--params
-    :sessionId (and (mevedel-execution-session-p session)
-                    (mevedel-execution-session-id session))
-    :owner owner
-    :command command
-    :cwd (expand-file-name (or workdir default-directory))
-    :yieldMs yield-time-ms
-    :tty (and tty t)
-    :lane (pcase read-only-p ('nil nil) ('exclusive "exclusive") (_ "read"))
-    :env (mevedel-execution--env-plist env)
-    :label label
-    :toolUseId tool-use-id
-    :maxOutputChars max-output-chars)
+   (list :owner owner
+         :command command
+         :cwd (expand-file-name (or workdir default-directory))
+         :yield-ms yield-time-ms
+         :tty (and tty t)
+         :lane (pcase read-only-p ('nil nil) ('exclusive "exclusive") (_ "read"))
+         :env (mevedel-execution--env-plist env)
+         :label label
+         :tool-use-id tool-use-id
+         :max-output-chars max-output-chars)
    callback
    (mevedel-execution--wait-timeout yield-time-ms)))
 
@@ -922,10 +1111,8 @@ CHARS, when given, is input written first.  With WAIT-MS, wait up
 to that long for the end.  Return a request handle."
   (mevedel-execution--observation-request
    session owner execution-id 'exec/observe
-   (mevedel-execution--params
-    :sessionId (mevedel-execution-session-id session)
-    :owner owner :executionId execution-id :chars chars
-    :waitMs wait-ms :maxOutputChars max-output-chars)
+   (list :owner owner :execution-id execution-id :chars chars
+         :wait-ms wait-ms :max-output-chars max-output-chars)
    callback
    (mevedel-execution--wait-timeout (or wait-ms 0))))
 
@@ -934,23 +1121,18 @@ to that long for the end.  Return a request handle."
 CALLBACK receives the final Observation once it has settled."
   (mevedel-execution--observation-request
    session owner execution-id 'exec/stop
-   (list :sessionId (mevedel-execution-session-id session)
-         :owner (or owner "/root") :executionId execution-id)
+   (list :owner (or owner mevedel-execution-root-owner) :execution-id execution-id)
    callback nil))
 
 (defun mevedel-execution-list (session owner)
   "Return the facts of OWNER's yielded live executions in SESSION."
-  (plist-get (mevedel-execution--call
-              (mevedel-execution--ensure session) 'exec/list
-              (list :sessionId (mevedel-execution-session-id session)
-                    :owner (or owner "/root")))
+  (plist-get (mevedel-execution-request
+              session 'exec/list (list :owner (or owner mevedel-execution-root-owner)))
              :executions))
 
 (defun mevedel-execution-list-user (session)
   "Return the facts of every live execution in SESSION (user authority)."
-  (plist-get (mevedel-execution--call
-              (mevedel-execution--ensure session) 'exec/list
-              (list :sessionId (mevedel-execution-session-id session) :as "user"))
+  (plist-get (mevedel-execution-request session 'exec/list (list :as "user"))
              :executions))
 
 (defun mevedel-execution--ignore (_value)
@@ -962,25 +1144,22 @@ CALLBACK receives the final Observation once it has settled."
 CALLBACK, if given, receives the final Observation."
   (mevedel-execution--observation-request
    session nil id 'exec/stop
-   (list :sessionId (mevedel-execution-session-id session) :as "user" :executionId id)
+   (list :as "user" :execution-id id)
    (or callback #'mevedel-execution--ignore) nil))
 
 (defun mevedel-execution-stop-all-user (session &optional callback)
   "Stop every live execution in SESSION.
 CALLBACK, if given, receives the number stopped once all settled."
   (let ((callback (or callback #'mevedel-execution--ignore)))
-    (mevedel-execution--async
-     (mevedel-execution--ensure session) 'exec/stopAll
-     (list :sessionId (mevedel-execution-session-id session) :as "user")
+    (mevedel-execution-request-async
+     session 'exec/stopAll (list :as "user")
      :on-result (lambda (r) (funcall callback (plist-get r :stopped)))
      :on-error (lambda (err) (funcall callback (list :error err)))
      :on-lost (lambda (_why) (funcall callback nil)))))
 
 (defun mevedel-execution-interrupt-user (session id)
   "Send Ctrl-C to execution ID in SESSION; return its facts."
-  (mevedel-execution--call
-   (mevedel-execution--ensure session) 'exec/interrupt
-   (list :sessionId (mevedel-execution-session-id session) :as "user" :executionId id)))
+  (mevedel-execution-request session 'exec/interrupt (list :as "user" :execution-id id)))
 
 (defun mevedel-execution-write-user (session id chars &optional callback)
   "Type CHARS into execution ID in SESSION (it needs a terminal).
@@ -990,37 +1169,19 @@ given, receives the Observation that follows the input."
     (signal 'wrong-type-argument (list 'stringp chars)))
   (mevedel-execution--observation-request
    session nil id 'exec/observe
-   (list :sessionId (mevedel-execution-session-id session) :as "user"
-         :executionId id :chars chars)
+   (list :as "user" :execution-id id :chars chars)
    (or callback #'mevedel-execution--ignore)
    mevedel-execution-request-timeout))
 
 ;;;; Owners and their attention
 
-(defun mevedel-execution--owner-request (session method params value callback)
-  "Send METHOD with PARAMS for SESSION; VALUE maps the result.
-Without CALLBACK, wait and return what VALUE makes of the result,
-signalling `mevedel-execution-helper-error' on an error.  With
-CALLBACK, return a request handle at once; CALLBACK later receives
-what VALUE makes of the result, or (:error ERR) when the helper
-refused or died."
-  (let ((conn (mevedel-execution--ensure session)))
-    (if (not callback)
-        (funcall value (mevedel-execution--call conn method params))
-      (mevedel-execution--async
-       conn method params
-       :on-result (lambda (r) (funcall callback (funcall value r)))
-       :on-error (lambda (err) (funcall callback (list :error err)))
-       :on-lost (lambda (why)
-                  (funcall callback (list :error (list :code -1 :kind "lost" :message why))))
-       :timeout mevedel-execution-request-timeout))))
-
 (defun mevedel-execution-set-owner-state (session owner state &optional callback)
   "Tell the helper that OWNER in SESSION is STATE, `busy' or `idle'.
-OWNER nil means \"/root\".  An owner is idle until said busy; the
-helper wakes only idle owners (`mevedel-execution-wake-functions'),
-so say busy when an agent's turn starts and idle when it ends.
-Turning idle with attention owed brings a wake at once.
+OWNER nil means `mevedel-execution-root-owner'.  An owner is idle
+until said busy; the helper wakes only idle owners
+\(`mevedel-execution-wake-functions'), so say busy when an agent's
+turn starts and idle when it ends.  Turning idle with attention
+owed brings a wake at once.
 
 Without CALLBACK, wait for the answer and return t: no wake decided
 before it comes after it, so once a `busy' call returned, no wake
@@ -1030,7 +1191,7 @@ before its answer follow once that hook or callback returns.)  With
 CALLBACK, return at once; CALLBACK receives t, or (:error ERR).  A
 busy owner is told busy again when its session reopens on a new
 helper."
-  (let ((owner (or owner "/root"))
+  (let ((owner (or owner mevedel-execution-root-owner))
         (state (if (symbolp state) (symbol-name state) state)))
     (unless (member state '("busy" "idle"))
       (signal 'wrong-type-argument (list '(member busy idle) state)))
@@ -1039,9 +1200,8 @@ helper."
               (cl-adjoin owner (mevedel-execution-session-busy-owners session)
                          :test #'equal)
             (remove owner (mevedel-execution-session-busy-owners session))))
-    (mevedel-execution--owner-request
-     session 'owner/state
-     (list :sessionId (mevedel-execution-session-id session) :owner owner :state state)
+    (mevedel-execution--request-either
+     session 'owner/state (list :owner owner :state state)
      (lambda (_result) t)
      callback)))
 
@@ -1049,12 +1209,11 @@ helper."
   "Retire the attention OWNER in SESSION owes; return how many were owed.
 Call it when the person stops that owner's turn: results made up to
 now bring no wake, those made later do, and monitors keep running.
-OWNER nil means \"/root\".  Without CALLBACK, wait and return the
-count.  With CALLBACK, return at once; CALLBACK receives the count,
-or (:error ERR)."
-  (mevedel-execution--owner-request
-   session 'owner/retire
-   (list :sessionId (mevedel-execution-session-id session) :owner (or owner "/root"))
+OWNER nil means `mevedel-execution-root-owner'.  Without CALLBACK,
+wait and return the count.  With CALLBACK, return at once; CALLBACK
+receives the count, or (:error ERR)."
+  (mevedel-execution--request-either
+   session 'owner/retire (list :owner (or owner mevedel-execution-root-owner))
    (lambda (result) (plist-get result :retired))
    callback))
 
@@ -1065,50 +1224,45 @@ or (:error ERR)."
                                                   callback)
   "Start a monitor in SESSION: COMMAND's output lines become events.
 Each line (or only those matching the RE2 regexp FILTER) reaches
-OWNER (default \"/root\") as a MONITOR delivery through
-`mevedel-execution-mailbox-delivery-function', in batches, and the
-monitor's end as one MONITOR_TERMINAL delivery.  WORKDIR defaults to
-`default-directory'; LABEL names it.  Unless PERSISTENT, it stops
-after TIMEOUT-MS (5 minutes by default).  ENV is an alist of extra
-variables.  Without CALLBACK, wait and return the monitor plist
-\(:monitor-id :execution-id :label :state :events :suppressed).
-With CALLBACK, return at once; CALLBACK receives that plist, or
-\(:error ERR)."
+OWNER (default `mevedel-execution-root-owner') as a MONITOR
+delivery through `mevedel-execution-mailbox-delivery-function', in
+batches, and the monitor's end as one MONITOR_TERMINAL delivery.
+WORKDIR defaults to `default-directory'; LABEL names it.  Unless
+PERSISTENT, it stops after TIMEOUT-MS (5 minutes by default).  ENV
+is an alist of extra variables.  Without CALLBACK, wait and return
+the monitor plist \(:monitor-id :execution-id :label :state :events
+:suppressed).  With CALLBACK, return at once; CALLBACK receives
+that plist, or \(:error ERR)."
   (unless (and (stringp command) (not (string-blank-p command)))
     (signal 'wrong-type-argument (list 'stringp command)))
   (unless (or (null timeout-ms) (natnump timeout-ms))
     (signal 'wrong-type-argument (list 'natnump timeout-ms)))
-  (mevedel-execution--owner-request
+  (mevedel-execution--request-either
    session 'monitor/start
-   (mevedel-execution--params
-    :sessionId (mevedel-execution-session-id session)
-    :owner owner
-    :command command
-    :cwd (expand-file-name (or workdir default-directory))
-    :label label
-    :filter filter
-    :persistent (and persistent t)
-    :timeoutMs timeout-ms
-    :env (mevedel-execution--env-plist env))
+   (list :owner owner
+         :command command
+         :cwd (expand-file-name (or workdir default-directory))
+         :label label
+         :filter filter
+         :persistent (and persistent t)
+         :timeout-ms timeout-ms
+         :env (mevedel-execution--env-plist env))
    #'identity callback))
 
 (defun mevedel-execution-monitor-stop (session owner monitor-id &optional callback)
-  "Stop MONITOR-ID of OWNER (nil: \"/root\") in SESSION.
+  "Stop MONITOR-ID of OWNER (nil: the root owner) in SESSION.
 Without CALLBACK, wait until its command has ended and return the
 monitor plist; with CALLBACK, return at once and give it that plist,
 or (:error ERR).  Its MONITOR_TERMINAL delivery follows."
-  (mevedel-execution--owner-request
+  (mevedel-execution--request-either
    session 'monitor/stop
-   (list :sessionId (mevedel-execution-session-id session)
-         :owner (or owner "/root") :monitorId monitor-id)
+   (list :owner (or owner mevedel-execution-root-owner) :monitor-id monitor-id)
    #'identity callback))
 
 (defun mevedel-execution-monitor-list (session owner)
-  "Return the live monitors of OWNER (nil: \"/root\") in SESSION."
-  (plist-get (mevedel-execution--call
-              (mevedel-execution--ensure session) 'monitor/list
-              (list :sessionId (mevedel-execution-session-id session)
-                    :owner (or owner "/root")))
+  "Return the live monitors of OWNER (nil: the root owner) in SESSION."
+  (plist-get (mevedel-execution-request
+              session 'monitor/list (list :owner (or owner mevedel-execution-root-owner)))
              :monitors))
 
 ;;;; Installing the helper

@@ -64,10 +64,10 @@
         (let ((id (plist-get (plist-get obs :facts) :execution-id)))
           (demo--say "running now: %s"
                      (mapconcat (lambda (f) (format "%s (%s)" (plist-get f :execution-id) (plist-get f :label)))
-                                (mevedel-execution-list session "/root") ", "))
+                                (mevedel-execution-list session mevedel-execution-root-owner) ", "))
           (while (not (plist-get obs :final))
             (setq obs (demo--await
-                       (lambda (cb) (mevedel-execution-observe session "/root" id cb :wait-ms 500))))
+                       (lambda (cb) (mevedel-execution-observe session mevedel-execution-root-owner id cb :wait-ms 500))))
             (demo--show (if (plist-get obs :final) "poll: finished" "poll") obs)))
         (demo--say "\n$ sleep 1000   (yield at once, then stop it)")
         (setq obs (demo--await
@@ -77,7 +77,7 @@
         (demo--show "yielded" obs)
         (setq obs (demo--await
                    (lambda (cb)
-                     (mevedel-execution-stop session "/root"
+                     (mevedel-execution-stop session mevedel-execution-root-owner
                                              (plist-get (plist-get obs :facts) :execution-id) cb))))
         (demo--show "stopped" obs)
         (demo--say "\n$ sleep 5 &")

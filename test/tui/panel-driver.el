@@ -11,7 +11,7 @@
 
 ;;; Code:
 
-(require 'mevedel-execution-transcript)
+(require 'mevedel-execution-panel)
 
 (setq mevedel-execution-program (getenv "MEVEDEL_EXEC_PROGRAM"))
 

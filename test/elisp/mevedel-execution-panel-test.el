@@ -1,0 +1,366 @@
+;;; mevedel-execution-panel-test.el --- ERT tests of the background-work panel  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; The background-work panel with its inspector, driven against the
+;; real helper with the fixtures of mevedel-execution-test.el,
+;; mevedel-execution-mailbox-test.el and
+;; mevedel-execution-transcript-test.el.
+;; Every wait is a bounded loop on a condition; none sleeps.
+
+;;; Code:
+
+(require 'ert)
+(require 'cl-lib)
+(require 'mevedel-execution-transcript-test
+         (expand-file-name "mevedel-execution-transcript-test.el"
+                           (file-name-directory (or load-file-name buffer-file-name))))
+(require 'mevedel-execution-panel)
+
+;;;; Helpers
+
+(defun mevedel-execution-panel-test--call-with-panel (session fn)
+  "Call FN with the panel buffer of SESSION; kill the buffer after."
+  (let ((buffer (mevedel-execution-panel session)))
+    (unwind-protect
+        (with-current-buffer buffer (funcall fn buffer))
+      (when (buffer-live-p buffer) (kill-buffer buffer)))))
+
+(defmacro mevedel-execution-panel-test--with-panel (session var &rest body)
+  "Run BODY in the panel of SESSION, with VAR bound to its buffer."
+  (declare (indent 2) (debug (form symbolp body)))
+  `(mevedel-execution-panel-test--call-with-panel ,session (lambda (,var) (ignore ,var) ,@body)))
+
+(defun mevedel-execution-panel-test--ids ()
+  "Return the execution ids the current panel shows, in order."
+  (mapcar #'car tabulated-list-entries))
+
+(defun mevedel-execution-panel-test--column (id name)
+  "Return the column NAME of row ID in the current panel."
+  (let ((cols (cadr (assoc id tabulated-list-entries)))
+        (i (cl-position name (mapcar #'car tabulated-list-format) :test #'equal)))
+    (and cols (substring-no-properties (aref cols i)))))
+
+(defun mevedel-execution-panel-test--shown-p (text)
+  "Return non-nil if the current buffer shows TEXT."
+  (save-excursion
+    (goto-char (point-min))
+    (search-forward text nil t)))
+
+(defun mevedel-execution-panel-test--press (key id)
+  "Press KEY on the row of execution ID in the current panel."
+  (goto-char (or (mevedel-execution-panel--row-start id)
+                 (ert-fail (format "no row for %s" id))))
+  (let ((command (key-binding (kbd key))))
+    (should (commandp command))
+    ;; A command that pops to another buffer leaves the panel current.
+    (save-current-buffer (call-interactively command))))
+
+(defun mevedel-execution-panel-test--changed (session-id &rest live)
+  "Dispatch an `exec/changed' for SESSION-ID with the wire facts LIVE.
+The panel has handled it, as the queue's timer would, on return."
+  (mevedel-execution--dispatch-notification
+   mevedel-execution--current 'exec/changed (list :sessionId session-id :live (vconcat live)))
+  (mevedel-execution--drain))
+
+(defun mevedel-execution-panel-test--wait-gone (id what)
+  "Wait until the current panel has no row ID; WHAT names the wait.
+A failure says what the panel and the system knew of the process."
+  (let ((facts (mevedel-execution-panel--facts id)))
+    (condition-case err
+        (mevedel-execution-test--wait-until
+         (lambda () (not (member id (mevedel-execution-panel-test--ids)))) what)
+      (ert-test-failed
+       (let ((pid (plist-get facts :pid)))
+         (ert-fail (list (cadr err) :facts (mevedel-execution-panel--facts id)
+                         :process (and pid (process-attributes pid)))))))))
+
+;;;; The panel
+
+(ert-deftest mevedel-execution-panel-test-follows-events ()
+  "The panel lists live work and follows exec/changed, never polling."
+  (mevedel-execution-test--with-helper session
+    (let ((a (mevedel-execution-mailbox-test--start-background session "sleep 300" "sleeper"))
+          (b (mevedel-execution-mailbox-test--start-background
+              session "sleep 301" nil :owner "/root/worker")))
+      (mevedel-execution-panel-test--with-panel session panel
+        (should (equal (buffer-name) "*mevedel background*"))
+        (should (derived-mode-p 'mevedel-execution-panel-mode))
+        (should (memq mevedel-execution-panel--listener mevedel-execution-event-functions))
+        (should (equal (mevedel-execution-panel-test--ids) (list a b)))
+        (should (equal (mevedel-execution-panel-test--column a "Label") "sleeper"))
+        (should (equal (mevedel-execution-panel-test--column b "Label") "sleep 301"))
+        (should (equal (mevedel-execution-panel-test--column a "Owner") "/root"))
+        (should (equal (mevedel-execution-panel-test--column b "Owner") "/root/worker"))
+        (dolist (id (list a b))
+          (should (equal (mevedel-execution-panel-test--column id "State") "running"))
+          (should (equal (mevedel-execution-panel-test--column id "Kind") "command"))
+          (should (equal (mevedel-execution-panel-test--column id "Output") "0 B"))
+          (should (string-match-p "\\`[0-9]+s\\'"
+                                  (mevedel-execution-panel-test--column id "Runtime"))))
+        (should (mevedel-execution-panel-test--shown-p "sleeper"))
+        ;; The mode line says how much runs, and when the runtimes were taken.
+        (should (string-match-p ": 2 live, as of [0-9][0-9]:[0-9][0-9]:[0-9][0-9]\\'"
+                                mode-line-process))
+        ;; From here on, only events may change the rows.
+        (cl-letf (((symbol-function 'mevedel-execution-list-user)
+                   (lambda (&rest _) (ert-fail "the panel polled the helper"))))
+          (let ((c (mevedel-execution-mailbox-test--start-background
+                    session "echo hi; sleep 302" "third")))
+            (mevedel-execution-test--wait-until
+             (lambda () (member c (mevedel-execution-panel-test--ids)))
+             "the third row")
+            (should (equal (mevedel-execution-panel-test--ids) (list a b c)))
+            (mevedel-execution-test--wait-until
+             (lambda () (equal (mevedel-execution-panel-test--column c "Output") "3 B"))
+             "the third row's output size")))
+        (should-not (cl-find-if (lambda (timer)
+                                  (string-match-p "mevedel-execution-panel"
+                                                  (prin1-to-string (timer--function timer))))
+                                (append timer-list timer-idle-list)))
+        ;; A monitor's execution shows as one.
+        (mevedel-execution-panel-test--changed
+         (mevedel-execution-session-id session)
+         (list :executionId "exec-zzzzz-000009" :monitorId "mon-1" :owner "/root"
+               :command "tail -f log" :label "ticker" :state "running" :outputBytes 2048))
+        (should (equal (mevedel-execution-panel-test--ids) '("exec-zzzzz-000009")))
+        (should (equal (mevedel-execution-panel-test--column "exec-zzzzz-000009" "Kind")
+                       "monitor"))
+        (should (equal (mevedel-execution-panel-test--column "exec-zzzzz-000009" "Output")
+                       "2 KiB"))
+        (should (equal (mevedel-execution-panel-test--column "exec-zzzzz-000009" "Runtime")
+                       "-"))
+        ;; Another session's change is not ours.
+        (mevedel-execution-panel-test--changed "some-other-session")
+        (should (equal (mevedel-execution-panel-test--ids) '("exec-zzzzz-000009")))
+        (mevedel-execution-panel-test--changed (mevedel-execution-session-id session))
+        (should-not (mevedel-execution-panel-test--ids))
+        (should (mevedel-execution-panel-test--shown-p "No background work"))
+        ;; g asks the helper again.
+        (call-interactively (key-binding (kbd "g")))
+        (should (= 3 (length (mevedel-execution-panel-test--ids))))
+        (let ((listener mevedel-execution-panel--listener))
+          (kill-buffer panel)
+          (should-not (memq listener mevedel-execution-event-functions)))))))
+
+(ert-deftest mevedel-execution-panel-test-stop-and-interrupt ()
+  "k stops the row at point, I interrupts it; each row goes when it settles."
+  (mevedel-execution-test--with-helper session
+    (let ((keep (mevedel-execution-mailbox-test--start-background session "sleep 300" "keeper"))
+          (stop (mevedel-execution-mailbox-test--start-background session "sleep 300" "stopper"))
+          (intr (mevedel-execution-mailbox-test--start-background session "sleep 300" "interrupted"))
+          (ctlc (mevedel-execution-mailbox-test--start-background session "sleep 300" "ctrl-c")))
+      (mevedel-execution-panel-test--with-panel session _panel
+        (should (equal (mevedel-execution-panel-test--ids) (list keep stop intr ctlc)))
+        (mevedel-execution-panel-test--press "k" stop)
+        (mevedel-execution-panel-test--wait-gone stop "the stopped row to go")
+        (should (equal (mevedel-execution-panel-test--ids) (list keep intr ctlc)))
+        (mevedel-execution-panel-test--press "I" intr)
+        (mevedel-execution-panel-test--wait-gone intr "the interrupted row to go")
+        (should (equal (mevedel-execution-panel-test--ids) (list keep ctlc)))
+        (mevedel-execution-panel-test--press "C-c C-c" ctlc)
+        (mevedel-execution-panel-test--wait-gone ctlc "the row interrupted with C-c C-c to go")
+        (should (equal (mevedel-execution-panel-test--ids) (list keep)))
+        (should (equal (mevedel-execution-panel-test--column keep "State") "running"))
+        (should (equal (tabulated-list-get-id) keep))
+        (should-error (mevedel-execution-panel-test--press "s" keep) :type 'user-error)))))
+
+(ert-deftest mevedel-execution-panel-test-input-inspector-output ()
+  "The inspector expands and collapses; s types into a terminal; o opens output."
+  (mevedel-execution-test--with-helper session
+    (let* ((id (mevedel-execution-mailbox-test--start-background
+                session "while :; do if read -r -t 1 l; then echo \"got:$l\"; fi; echo tick; done"
+                "chatty" :tty t))
+           (output-buffer (format "*mevedel-exec output %s*" id)))
+      (mevedel-execution-panel-test--with-panel session _panel
+        (mevedel-execution-panel-test--press "i" id)
+        (should (equal mevedel-execution-panel--expanded (list id)))
+        (let ((facts (mevedel-execution-panel--facts id)))
+          (dolist (text (list "state running" (format "pid %s" (plist-get facts :pid))
+                              (format "cwd %s" (plist-get facts :cwd))
+                              (format "log artifact://executions/%s.log" id)
+                              "command while :;"))
+            (should (mevedel-execution-panel-test--shown-p text))))
+        (mevedel-execution-test--wait-until
+         (lambda () (mevedel-execution-panel-test--shown-p "| tick"))
+         "the output tail in the inspector")
+        ;; The inspector belongs to its row: keys work on it too.
+        (should (search-forward "| tick" nil t))
+        (should (equal (tabulated-list-get-id) id))
+        (cl-letf (((symbol-function 'read-string) (lambda (&rest _) "hello")))
+          (call-interactively (key-binding (kbd "s"))))
+        (mevedel-execution-test--wait-until
+         (lambda () (mevedel-execution-panel-test--shown-p "| got:hello"))
+         "the typed line in the inspector")
+        ;; Point stayed in the inspector of its row across refreshes.
+        (should (equal (tabulated-list-get-id) id))
+        (unwind-protect
+            (progn
+              (mevedel-execution-panel-test--press "o" id)
+              (should (get-buffer output-buffer))
+              (with-current-buffer output-buffer
+                (should (derived-mode-p 'mevedel-execution-spool-output-mode))
+                (should (string-match-p "got:hello" (buffer-string)))))
+          (when (get-buffer output-buffer) (kill-buffer output-buffer)))
+        (mevedel-execution-panel-test--press "RET" id)
+        (should-not mevedel-execution-panel--expanded)
+        (should-not (text-property-any (point-min) (point-max)
+                                       'mevedel-execution-panel-inspector id))
+        (should-not (mevedel-execution-panel-test--shown-p "| tick"))
+        (should (equal (tabulated-list-get-id) id))))))
+
+(ert-deftest mevedel-execution-panel-test-monitor ()
+  "A monitor of the real helper shows as one row of kind monitor; k stops it."
+  (mevedel-execution-test--with-helper session
+    (let* ((mevedel-execution-mailbox-delivery-function
+            #'mevedel-execution-mailbox-test--acking-sink)
+           (monitor (mevedel-execution-monitor-start
+                     session :owner "/root/watcher" :label "ticks"
+                     :command "while :; do echo tick; sleep 0.2; done"
+                     :persistent t))
+           (id (plist-get monitor :execution-id)))
+      (should (stringp id))
+      (mevedel-execution-panel-test--with-panel session _panel
+        (should (equal (mevedel-execution-panel-test--ids) (list id)))
+        (should (equal (mevedel-execution-panel-test--column id "Kind") "monitor"))
+        (should (equal (mevedel-execution-panel-test--column id "Label") "ticks"))
+        (should (equal (mevedel-execution-panel-test--column id "Owner") "/root/watcher"))
+        (mevedel-execution-panel-test--press "k" id)
+        (mevedel-execution-panel-test--wait-gone id "the monitor's row to go")
+        (should (mevedel-execution-panel-test--shown-p "No background work")))
+      ;; Its end is one notice in the transcript, without a button.
+      (let (notice)
+        (mevedel-execution-test--wait-until
+         (lambda ()
+           (setq notice (cl-find-if (lambda (r) (and (equal (plist-get r :type) "notice")
+                                                     (equal (plist-get r :execution-id) id)))
+                                    (car (mevedel-execution-transcript-records session)))))
+         "the monitor's notice")
+        (let ((line (mevedel-execution-transcript-render notice session)))
+          (should (string-match-p "\\`● Monitor \"ticks\" stopped · [0-9]+ events?\\'"
+                                  (substring-no-properties line)))
+          (should (mevedel-execution-transcript-test--face-p
+                   'mevedel-execution-transcript-stopped line))
+          (should-not (next-single-property-change 0 'button line)))))))
+
+;;;; Helper death and recovery
+
+(defun mevedel-execution-panel-test--gone-p (pid)
+  "Return non-nil if PID has exited (a zombie counts as exited)."
+  (let ((attrs (process-attributes pid)))
+    (or (null attrs) (equal (alist-get 'state attrs) "Z"))))
+
+(ert-deftest mevedel-execution-panel-test-helper-death-and-recovery ()
+  "A dead helper empties the panel, which says so; g reopens the session,
+whose journal marks the work it left lost, kills what it left running,
+and gives the transcript one line saying so."
+  (mevedel-execution-test--with-helper session
+    (let* ((id (mevedel-execution-mailbox-test--start-background session "sleep 300" "sleeper"))
+           (messages nil))
+      (mevedel-execution-panel-test--with-panel session _panel
+        (should (equal (mevedel-execution-panel-test--ids) (list id)))
+        (let ((pid (plist-get (mevedel-execution-panel--facts id) :pid)))
+          (should (integerp pid))
+          ;; The row must be on disk before the crash to be recovered.
+          (mevedel-execution-transcript-checkpoint session)
+          (signal-process (jsonrpc--process mevedel-execution--current) 'KILL)
+          (mevedel-execution-test--wait-until
+           (lambda () (mevedel-execution-panel-test--shown-p
+                       "The mevedel-exec helper exited (status 9)"))
+           "the panel to say the helper exited")
+          (should-not (mevedel-execution-panel-test--ids))
+          (should (mevedel-execution-panel-test--shown-p
+                   "g starts it again and shows what is live"))
+          (cl-letf* ((orig (symbol-function 'message))
+                     ((symbol-function 'message)
+                      (lambda (fmt &rest args)
+                        (when fmt (push (apply #'format fmt args) messages))
+                        (apply orig fmt args))))
+            (call-interactively (key-binding (kbd "g"))))
+          (should (mevedel-execution-panel-test--shown-p "No background work"))
+          (should (cl-find-if (lambda (m) (and (string-match-p "marked lost" m)
+                                               (string-match-p (regexp-quote id) m)
+                                               (string-match-p "sleeper" m)))
+                              messages))
+          (let ((recovered (mevedel-execution-session-recovered session)))
+            (should (equal (mapcar (lambda (f) (plist-get f :execution-id)) recovered)
+                           (list id)))
+            (should (equal (plist-get (car recovered) :termination) "lost"))
+            (should (equal (plist-get (car recovered) :status) "lost")))
+          ;; What the dead helper left running does not outlive the reopen.
+          (mevedel-execution-test--wait-until
+           (lambda () (mevedel-execution-panel-test--gone-p pid))
+           "the leftover command to be killed")))
+      (let* ((all (car (mevedel-execution-transcript-records session)))
+             (rows (mevedel-execution-transcript-rows all))
+             (lost (cl-find "lost" all :key (lambda (r) (plist-get r :type)) :test #'equal)))
+        (should (equal (plist-get lost :execution-id) id))
+        (should (equal (mapcar (lambda (r) (plist-get r :execution-id)) rows) (list id)))
+        (should (equal (plist-get (car rows) :type) "lost"))
+        (should (equal (plist-get (car rows) :status) "lost"))
+        (should (equal (plist-get (car rows) :label) "sleeper"))
+        (with-temp-buffer
+          (should (= 1 (mevedel-execution-transcript-insert session all)))
+          (should (equal (buffer-substring-no-properties (point-min) (point-max))
+                         "● Background command \"sleeper\" lost (the helper restarted before it ended) [Show result]\n"))
+          (should (mevedel-execution-transcript-test--face-p
+                   'mevedel-execution-transcript-lost (buffer-string))))))))
+
+;;;; Point and sessions
+
+(ert-deftest mevedel-execution-panel-test-point-and-sessions ()
+  "Point stays on its execution across refreshes; panels of sessions are apart."
+  (mevedel-execution-test--with-helper session
+    (let* ((sid (mevedel-execution-session-id session))
+           (f (lambda (id label)
+                (list :executionId id :owner "/root" :command label :label label
+                      :state "running" :startedAt "2020-01-01T00:00:00.000Z"))))
+      (mevedel-execution-panel-test--with-panel session _panel
+        (mevedel-execution-panel-test--changed
+         sid (funcall f "e1" "one") (funcall f "e2" "two") (funcall f "e3" "three"))
+        (goto-char (mevedel-execution-panel--row-start "e2"))
+        (forward-char 5)
+        (let ((column (current-column)))
+          (mevedel-execution-panel-test--changed
+           sid (funcall f "e3" "three") (funcall f "e2" "two") (funcall f "e1" "one"))
+          (should (equal (mevedel-execution-panel-test--ids) '("e3" "e2" "e1")))
+          (should (equal (tabulated-list-get-id) "e2"))
+          (should (= (current-column) column)))
+        ;; When its row goes, point moves to the row that followed it.
+        (mevedel-execution-panel-test--changed
+         sid (funcall f "e3" "three") (funcall f "e1" "one"))
+        (should (equal (tabulated-list-get-id) "e1"))
+        (should (string-match-p "\\`[0-9]+h[0-9][0-9]m\\'"
+                                (mevedel-execution-panel-test--column "e1" "Runtime"))))
+      ;; Two sessions, two panels, each with its own rows and listener.
+      (let* ((state2 (make-temp-file "mevedel-ert-state2-" t))
+             (session2 (mevedel-execution-open-session (concat sid "-2") state2)))
+        (unwind-protect
+            (let ((a (mevedel-execution-mailbox-test--start-background session "sleep 300" "first"))
+                  (b (mevedel-execution-mailbox-test--start-background session2 "sleep 300" "second")))
+              (mevedel-execution-panel-test--with-panel session p1
+                (mevedel-execution-panel-test--with-panel session2 p2
+                  (should-not (eq p1 p2))
+                  (should (equal (buffer-name p2)
+                                 (format "*mevedel background*<%s-2>" sid)))
+                  (should (equal (with-current-buffer p1 (mevedel-execution-panel-test--ids))
+                                 (list a)))
+                  (should (equal (mevedel-execution-panel-test--ids) (list b)))
+                  (let ((c (mevedel-execution-mailbox-test--start-background session2 "sleep 300" "third")))
+                    (mevedel-execution-test--wait-until
+                     (lambda () (member c (mevedel-execution-panel-test--ids)))
+                     "the second panel's new row")
+                    (should (equal (with-current-buffer p1 (mevedel-execution-panel-test--ids))
+                                   (list a))))
+                  ;; The same session's panel is reused, not duplicated.
+                  (should (eq (mevedel-execution-panel session2) p2))
+                  (let ((l1 (buffer-local-value 'mevedel-execution-panel--listener p1)))
+                    (kill-buffer p1)
+                    (should-not (memq l1 mevedel-execution-event-functions))
+                    (should (memq mevedel-execution-panel--listener
+                                  mevedel-execution-event-functions))))))
+          (mevedel-execution-teardown-session session2)
+          (delete-directory state2 t))))))
+
+(provide 'mevedel-execution-panel-test)
+;;; mevedel-execution-panel-test.el ends here
