@@ -10,8 +10,8 @@ package execution
 func (e *Execution) decide() {
 	e.obsMu.Lock()
 	defer e.obsMu.Unlock()
-	deciding := false
-	e.update(func(st *execState) { deciding = st.claim == claimDeciding })
+	deciding, id := false, ""
+	e.update(func(st *execState) { deciding, id = st.claim == claimDeciding, st.delivery })
 	if !deciding {
 		return
 	}
@@ -21,17 +21,17 @@ func (e *Execution) decide() {
 	}
 	obs := Observation{Output: o.Text, Facts: e.Facts(), Final: true}
 	f := obs.Facts
-	epoch := e.s.attentionEpoch()
-	// Wake only for a root-owned result that ended on its own.
+	seq := e.s.attentionTick()
+	// Only a root-owned result that ended on its own may wake; a stop,
+	// whoever made it, never does.
 	wake := f.Owner == RootOwner && endedOnItsOwn(f.Termination)
-	d := Delivery{Owner: f.Owner, Kind: KindExecution, Attrs: executionAttrs(f), Observation: &obs}
-	id, ok := e.s.mail.post(d, func(d Delivery) { e.durable(d, o.To, o.Omitted, wake, epoch) }, e.dropped)
+	d := Delivery{Owner: f.Owner, DeliveryID: id, Kind: KindExecution, Attrs: executionAttrs(f), Observation: &obs}
+	_, ok := e.s.mail.post(d, func(d Delivery) { e.durable(d, o.To, o.Omitted, wake, seq) }, e.dropped)
 	e.update(func(st *execState) {
 		if !ok {
 			e.claimTo(st, claimDropped)
 			return
 		}
-		st.delivery = id
 		e.claimTo(st, claimMailed)
 	})
 }
@@ -50,22 +50,28 @@ func (e *Execution) dropped() {
 
 // durable retires the delivery d: its range is consumed, and later
 // observations repeat what it carried.
-func (e *Execution) durable(d Delivery, to, omitted int64, wake bool, epoch uint64) {
+func (e *Execution) durable(d Delivery, to, omitted int64, wake bool, seq uint64) {
 	e.obsMu.Lock()
-	e.sp.ConsumeTo(to)
-	seen := false
+	seen, moved := false, false
 	e.update(func(st *execState) {
+		if st.claim != claimMailed {
+			return // withdrawn by the owner's poll meanwhile
+		}
+		e.sp.ConsumeTo(to)
 		st.facts.OmittedBytes += omitted
 		st.facts.Version++
 		obs := Observation{Output: d.Observation.Output, Facts: e.snapshot(st), Final: true}
 		st.final = &obs
-		st.delivery = ""
 		seen = st.seen
-		e.claimTo(st, claimDelivered)
+		moved = e.claimTo(st, claimDelivered)
 	})
 	e.obsMu.Unlock()
+	if !moved {
+		return
+	}
+	e.s.m.events.Delivered(d)
 	if wake && !seen {
-		e.s.owe(d.Owner, d.DeliveryID, epoch)
+		e.s.owe(d.Owner, d.DeliveryID, seq)
 	}
 }
 
@@ -85,14 +91,26 @@ func executionAttrs(f Facts) DeliveryAttrs {
 	}
 }
 
-// markSeen records that the owner's model saw the final result: no wake
-// for it then.
-func (e *Execution) markSeen() {
-	e.update(func(st *execState) { st.seen = true })
+// readByOwner records that the owner's model read the final result: it
+// owes no attention to it, whether its delivery is still to come or
+// already made.
+func (e *Execution) readByOwner() {
+	delivered := ""
+	e.update(func(st *execState) {
+		st.seen = true
+		if st.claim == claimDelivered {
+			delivered = st.delivery
+		}
+	})
+	if delivered != "" {
+		e.s.Attend(e.owner, []string{delivered})
+	}
 }
 
-// claimStop makes exec/stop's reply the one claim of the result, unless
-// the execution has already settled (then its claim stands).
+// claimStop makes the owner's own exec/stop's reply the one claim of the
+// result, unless the execution has already settled (then its claim
+// stands). A stop by anyone else claims nothing: the owner still gets the
+// result.
 func (e *Execution) claimStop() {
 	e.update(func(st *execState) {
 		if st.claim == claimOpen {

@@ -56,13 +56,13 @@ func (e *Execution) journalRow(f Facts, leader *transcript.Leader) {
 // (delivery: done): acknowledged, claimed by a poll, or dropped at close.
 // A helper that dies in between leaves "pending" last, and the next open
 // makes that delivery again.
-func (e *Execution) journalSettled(f Facts, deliver bool) {
+func (e *Execution) journalSettled(f Facts, deliveryID string) {
 	j := e.s.journal
-	delivery := ""
-	if deliver {
-		delivery = "pending"
+	r := settledRecord(f, "")
+	if deliveryID != "" {
+		r.Attrs = map[string]any{"delivery": "pending", "deliveryId": deliveryID}
 	}
-	j.Append(settledRecord(f, delivery))
+	j.Append(r)
 	if f.Yielded && e.monitor == nil {
 		j.Append(breadcrumb(f))
 	}

@@ -115,15 +115,42 @@ func (mb *mailbox) post(d Delivery, durable func(Delivery), discard func()) (str
 		mb.mu.Unlock()
 		return "", false
 	}
-	mb.seq++
 	d.SessionID = mb.s.id
-	d.DeliveryID = statedir.DeliveryID(mb.s.prefix, mb.seq)
+	if d.DeliveryID == "" {
+		d.DeliveryID = mb.nextIDLocked()
+	}
 	p := &parcel{d: d, due: time.Now(), backoff: mb.retry, durable: durable, discard: discard}
 	mb.parcels[d.DeliveryID] = p
 	mb.order = append(mb.order, p)
 	mb.mu.Unlock()
 	mb.poke()
 	return d.DeliveryID, true
+}
+
+// nextID draws a delivery id before the delivery is made, so the journal
+// can name it: a delivery re-made after a crash keeps its id.
+func (mb *mailbox) nextID() string {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	return mb.nextIDLocked()
+}
+
+func (mb *mailbox) nextIDLocked() string {
+	mb.seq++
+	return statedir.DeliveryID(mb.s.prefix, mb.seq)
+}
+
+// withdraw takes back a delivery its owner has read otherwise; a late ack
+// for it is then an unknown id, which is success. It reports whether the
+// delivery was still pending.
+func (mb *mailbox) withdraw(id string) bool {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	p, ok := mb.parcels[id]
+	if ok {
+		mb.removeLocked(p)
+	}
+	return ok
 }
 
 // ack handles mailbox/ack. Unknown and already retired ids are success:

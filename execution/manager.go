@@ -67,6 +67,8 @@ type Events interface {
 	Progress(f Facts, tail string)
 	// Deliver sends one mailbox delivery.
 	Deliver(d Delivery)
+	// Delivered says d was durably acknowledged, for passive listeners.
+	Delivered(d Delivery)
 	// Wake says owner of s may be owed a wake; the sink calls TakeWake
 	// when it sends one, so marks made meanwhile coalesce.
 	Wake(s *Session, owner string)
@@ -164,18 +166,19 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 	m.opening[id] = true
 	m.mu.Unlock()
 	// Recovery may have processes to kill: other sessions go on meanwhile.
-	dir, journal, recovered, owed, err := recoverStateDir(stateDir, m.reclaimRemote)
+	rec, err := recoverStateDir(stateDir, m.reclaimRemote)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.opening, id)
 	if err == nil && m.down {
-		_ = journal.Close()
-		_ = dir.Release()
+		_ = rec.journal.Close()
+		_ = rec.dir.Release()
 		err = fault.New(fault.Unavailable, "the helper is shutting down")
 	}
 	if err != nil {
 		return SessionInfo{}, err
 	}
+	dir := rec.dir
 	life, endLife := context.WithCancel(context.Background())
 	stateDir = dir.Root
 	s := &Session{
@@ -186,10 +189,10 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 		stateDir: dir,
 		prefix:   dir.Prefix,
 		limits:   limits.withDefaults(),
-		journal:  journal,
+		journal:  rec.journal,
 		env:      process.NewLoginEnv(life, m.bash),
 		execs:    map[string]*Execution{},
-		owners:   map[string]string{},
+		owners:   rec.owners,
 		dir:      spool.NewDir(stateDir),
 		retireQ:  make(chan string),
 		monitors: map[string]*Monitor{},
@@ -203,8 +206,8 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 	s.Go(func() { s.env.Get(life) })
 	s.Go(s.retirer)
 	s.Go(s.mail.run)
-	s.redeliver(owed)
-	return SessionInfo{SessionID: id, StateDir: stateDir, IDPrefix: s.prefix, Recovered: recovered}, nil
+	s.redeliver(rec.owed)
+	return SessionInfo{SessionID: id, StateDir: stateDir, IDPrefix: s.prefix, Recovered: rec.recovered}, nil
 }
 
 // Session looks up an open session.

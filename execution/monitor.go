@@ -224,15 +224,19 @@ func (m *Monitor) pump() {
 	if m.inFlight || m.terminal {
 		return
 	}
-	epoch := m.s.attentionEpoch()
+	if len(m.queue) == 0 && !m.ended {
+		return
+	}
+	seq := m.s.attentionTick()
 	owner := m.e.owner // immutable after start
 	wake := owner == RootOwner
 	durable := func(d Delivery) {
 		m.mu.Lock()
 		m.inFlight = false
 		m.mu.Unlock()
+		m.s.m.events.Delivered(d)
 		if wake {
-			m.s.owe(owner, d.DeliveryID, epoch)
+			m.s.owe(owner, d.DeliveryID, seq)
 		}
 		m.pump()
 	}
@@ -262,9 +266,13 @@ func (m *Monitor) pump() {
 		d := Delivery{Owner: owner, Kind: KindMonitorTerminal, Attrs: attrs, Text: text}
 		notice["monitorId"] = m.id
 		m.s.journalNotice(m.e.id, owner, text, notice)
+		// A monitor that ended on its own may wake; a stop, whoever made
+		// it, never does.
+		wake = wake && endedOnItsOwn(f.Termination)
 		m.s.mail.post(d, func(d Delivery) {
+			m.s.m.events.Delivered(d)
 			if wake {
-				m.s.owe(owner, d.DeliveryID, epoch)
+				m.s.owe(owner, d.DeliveryID, seq)
 			}
 		}, nil)
 	}

@@ -52,7 +52,7 @@ func (e *Execution) awaitStart(ctx context.Context, yield *time.Duration, maxCha
 	for {
 		select {
 		case <-e.done:
-			return e.observation(maxChars, true)
+			return e.observation(maxChars, true, true)
 		case <-cancelled:
 			// Before the yield, a cancelled request aborts the command;
 			// the reply is its final observation.
@@ -65,37 +65,48 @@ func (e *Execution) awaitStart(ctx context.Context, yield *time.Duration, maxCha
 				continue
 			}
 			if !aborted && e.yield() {
-				return e.observation(maxChars, false)
+				return e.observation(maxChars, false, true)
 			}
 		case <-starting:
 			starting = nil
 			if !aborted && e.yield() {
-				return e.observation(maxChars, false)
+				return e.observation(maxChars, false, true)
 			}
 		}
 	}
 }
 
-// observation renders and consumes the unread output; with final, the
-// terminal result, which the first such call claims. Once the final
-// observation is frozen, it is the answer to every observation; while a
-// delivery is pending, the result is shown and not claimed.
-func (e *Execution) observation(maxChars int, final bool) Observation {
+// observation renders the unread output; with final, the terminal
+// result. An observation that claims (the owner's, or a start reply)
+// consumes what it shows, and the first final one claims the result: it is
+// frozen and the answer to every later observation. One that does not
+// claim (the person's) only shows. While a delivery is pending the result
+// is shown and not claimed, unless it is one that wakes nobody (a stop's):
+// then the owner's read withdraws it.
+func (e *Execution) observation(maxChars int, final, claims bool) Observation {
 	e.obsMu.Lock()
 	defer e.obsMu.Unlock()
 	var frozen *Observation
-	pending := ""
-	e.update(func(st *execState) { frozen, pending = st.final, st.delivery })
+	var c claim
+	pending, quiet := "", false
+	e.update(func(st *execState) {
+		frozen, c = st.final, st.claim
+		if c == claimMailed {
+			pending, quiet = st.delivery, !endedOnItsOwn(st.facts.Termination)
+		}
+	})
 	if frozen != nil {
 		return *frozen
 	}
-	if final && pending != "" {
-		// Only the delivery's ack consumes.
+	if pending != "" && claims && final && quiet && e.s.mail.withdraw(pending) {
+		pending = ""
+	}
+	if pending != "" || !claims {
 		o, err := e.sp.PeekUnread(maxChars)
 		if err != nil {
 			logf("execution %s: reading the spool: %v", e.id, err)
 		}
-		return Observation{Output: o.Text, Facts: e.Facts(), Final: true, DeliveryID: pending}
+		return Observation{Output: o.Text, Facts: e.Facts(), Final: final, DeliveryID: pending}
 	}
 	o, err := e.sp.ObserveUnread(maxChars, final)
 	if err != nil {
@@ -119,8 +130,9 @@ func (e *Execution) observation(maxChars int, final bool) Observation {
 }
 
 // observe answers exec/observe (after its input): with wait, it waits for
-// the end, the deadline or the request's cancellation.
-func (e *Execution) observe(ctx context.Context, wait time.Duration, maxChars int) Observation {
+// the end, the deadline or the request's cancellation. Only the owner's
+// observation claims.
+func (e *Execution) observe(ctx context.Context, wait time.Duration, maxChars int, claims bool) Observation {
 	if wait > 0 && !e.settledNow() {
 		t := time.NewTimer(wait)
 		defer t.Stop()
@@ -135,7 +147,7 @@ func (e *Execution) observe(ctx context.Context, wait time.Duration, maxChars in
 		// the output stays unread and the result goes to the mailbox.
 		return Observation{Facts: e.Facts()}
 	}
-	return e.observation(maxChars, e.settledNow())
+	return e.observation(maxChars, e.settledNow(), claims)
 }
 
 // waitToken marks one waiting observation.

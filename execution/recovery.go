@@ -20,18 +20,36 @@ import (
 // their leftover processes, proven ours, are killed), and deliveries it
 // left pending are made again.
 
+// recovery is what an open finds in a state directory.
+type recovery struct {
+	dir       *statedir.Dir
+	journal   *transcript.Journal
+	recovered []Facts           // executions marked lost now
+	owed      []pendingDelivery // deliveries left pending
+	owners    map[string]string // owner of every execution the journal knows
+}
+
+// pendingDelivery is a delivery a previous helper left pending: the final
+// facts and the id it was journaled with.
+type pendingDelivery struct {
+	facts Facts
+	id    string
+}
+
 // recoverStateDir takes the state directory and opens its journal,
-// recovering what a previous helper left unsettled. The owed deliveries
-// are openJournal's.
-func recoverStateDir(root string, onHost remoteKill) (dir *statedir.Dir, j *transcript.Journal, recovered, owed []Facts, err error) {
-	if dir, err = statedir.Take(root); err != nil {
-		return nil, nil, nil, nil, err
+// recovering what a previous helper left unsettled.
+func recoverStateDir(root string, onHost remoteKill) (*recovery, error) {
+	dir, err := statedir.Take(root)
+	if err != nil {
+		return nil, err
 	}
-	if j, recovered, owed, err = openJournal(dir.Layout, onHost); err != nil {
+	rec, err := openJournal(dir.Layout, onHost)
+	if err != nil {
 		_ = dir.Release()
-		return nil, nil, nil, nil, err
+		return nil, err
 	}
-	return dir, j, recovered, owed, nil
+	rec.dir = dir
+	return rec, nil
 }
 
 // reclaimBudget bounds the time one open spends killing leftovers, all
@@ -46,21 +64,26 @@ type remoteKill func(cwd string, l *transcript.Leader, tag string, deadline time
 // openJournal opens the session's journal and marks every execution that
 // a previous helper left without a settlement as lost, killing its
 // leftover processes first where they are provably the ones it started.
-// It also returns the final facts of every execution whose delivery the
-// journal shows pending (the helper died before its durable ack): the
-// session makes those deliveries again (see redeliver).
-func openJournal(l statedir.Layout, onHost remoteKill) (j *transcript.Journal, recovered, owed []Facts, err error) {
-	j, err = transcript.Open(l.Root)
+// It also returns every execution whose delivery the journal shows
+// pending (the helper died before its durable ack): the session makes
+// those deliveries again (see redeliver); and the owner of every execution,
+// so an owner keeps reading its own earlier logs.
+func openJournal(l statedir.Layout, onHost remoteKill) (*recovery, error) {
+	j, err := transcript.Open(l.Root)
 	if err != nil {
-		return nil, nil, nil, fault.New(fault.IO, "opening the journal in %s: %w", l.Root, err)
+		return nil, fault.New(fault.IO, "opening the journal in %s: %w", l.Root, err)
 	}
-	recovered = []Facts{}
+	rec := &recovery{journal: j, recovered: []Facts{}, owners: map[string]string{}}
 	deadline := time.Now().Add(reclaimBudget)
 	for _, r := range j.Latest() {
+		if r.Owner != "" {
+			rec.owners[r.ExecutionID] = r.Owner
+		}
 		if r.Type == transcript.TypeSettled && r.Attrs["delivery"] == "pending" {
 			var f Facts
 			if json.Unmarshal(r.Facts, &f) == nil && f.ExecutionID != "" {
-				owed = append(owed, f)
+				id, _ := r.Attrs["deliveryId"].(string)
+				rec.owed = append(rec.owed, pendingDelivery{facts: f, id: id})
 			}
 			continue
 		}
@@ -94,7 +117,7 @@ func openJournal(l statedir.Layout, onHost remoteKill) (j *transcript.Journal, r
 		if f.Yielded && f.MonitorID == "" {
 			j.Append(breadcrumb(f))
 		}
-		recovered = append(recovered, f)
+		rec.recovered = append(rec.recovered, f)
 	}
 	// Each open starts from a compact journal: the latest facts of every
 	// execution and every breadcrumb and notice, so it grows with the
@@ -102,7 +125,7 @@ func openJournal(l statedir.Layout, onHost remoteKill) (j *transcript.Journal, r
 	if err := j.Compact(); err != nil {
 		logf("compacting the journal in %s: %v", l.Root, err)
 	}
-	return j, recovered, owed, nil
+	return rec, nil
 }
 
 // spoolSize counts the bytes and lines of a raw spool file, as the spool
@@ -212,8 +235,9 @@ func reclaim(id, cwd string, l *transcript.Leader, deadline time.Time, onHost re
 // The unread range the result had at settlement is read from its spool;
 // once durable, the journal says so, and the owner owes attention as for
 // any result that ended on its own.
-func (s *Session) redeliver(owed []Facts) {
-	for _, f := range owed {
+func (s *Session) redeliver(owed []pendingDelivery) {
+	for _, r := range owed {
+		f := r.facts
 		o, err := spool.RenderFile(s.stateDir.LogPath(f.ExecutionID),
 			f.OutputBytes-f.UnreadBytes, f.OutputBytes, 0)
 		if err != nil {
@@ -223,14 +247,13 @@ func (s *Session) redeliver(owed []Facts) {
 		f.UnreadBytes = 0
 		f.Version++
 		obs := Observation{Output: o.Text, Facts: f, Final: true}
-		wake := f.Owner == RootOwner && endedOnItsOwn(f.Termination)
-		epoch := s.attentionEpoch()
-		d := Delivery{Owner: f.Owner, Kind: KindExecution, Attrs: executionAttrs(f), Observation: &obs}
+		// The same id as before the crash, so a client that had already
+		// made it durable recognises it; and no wake: the person may have
+		// retired that attention, and the agent's turn is long gone.
+		d := Delivery{Owner: f.Owner, DeliveryID: r.id, Kind: KindExecution, Attrs: executionAttrs(f), Observation: &obs}
 		s.mail.post(d, func(d Delivery) {
 			s.journal.Append(settledRecord(f, "done"))
-			if wake {
-				s.owe(d.Owner, d.DeliveryID, epoch)
-			}
+			s.m.events.Delivered(d)
 		}, nil)
 	}
 }

@@ -277,8 +277,11 @@ func (e *Execution) settle(exit *process.Exit, cause *stopCause) {
 		// A yielded result nobody claims goes to the owner's mailbox; a
 		// waiting observation in progress may still claim it.
 		owed = f.Yielded && st.claim != claimStop && e.monitor == nil && f.Termination != SessionEnded
+		if owed {
+			st.delivery = e.s.mail.nextID()
+		}
 		// Journaled before the claim moves, so "pending" precedes "done".
-		e.journalSettled(final, owed)
+		e.journalSettled(final, st.delivery)
 		switch {
 		case !owed:
 			e.claimTo(st, claimHeld)

@@ -256,14 +256,13 @@ func (s *Session) Observe(ctx context.Context, c Caller, id, chars string, wait 
 			return err
 		}
 	}
-	answer := func(o Observation) {
-		if o.Final && !c.User {
-			e.markSeen()
+	claims := !c.User
+	if wait == 0 && written == nil {
+		o := e.observe(ctx, 0, maxChars, claims)
+		if o.Final && claims {
+			e.readByOwner()
 		}
 		reply(o, nil)
-	}
-	if wait == 0 && written == nil {
-		answer(e.observe(ctx, 0, maxChars))
 		return nil
 	}
 	s.Go(func() {
@@ -282,9 +281,9 @@ func (s *Session) Observe(ctx context.Context, c Caller, id, chars string, wait 
 				return
 			}
 		}
-		o := e.observe(ctx, wait, maxChars)
-		if o.Final && !c.User {
-			e.markSeen()
+		o := e.observe(ctx, wait, maxChars, claims)
+		if o.Final && claims {
+			e.readByOwner()
 		}
 		if wait > 0 {
 			e.endWait(tok) // before the reply, so the caller's next wait is welcome
@@ -301,13 +300,16 @@ func (s *Session) Stop(c Caller, id string, maxChars int, reply func(Observation
 	if err != nil {
 		return err
 	}
-	e.claimStop()
+	claims := !c.User
+	if claims {
+		e.claimStop()
+	}
 	e.cancel(&stopCause{term: Stopped, reason: "stopped on request"})
 	s.Go(func() {
 		<-e.done
-		o := e.observation(maxChars, true)
-		if !c.User {
-			e.markSeen()
+		o := e.observation(maxChars, true, claims)
+		if claims {
+			e.readByOwner()
 		}
 		reply(o)
 	})

@@ -96,7 +96,9 @@ var legalClaims = map[claim][]claim{
 	claimHeld:     {claimTaken},
 	claimWaiter:   {claimTaken, claimDeciding},
 	claimDeciding: {claimTaken, claimMailed, claimDropped},
-	claimMailed:   {claimDelivered, claimDropped},
+	// claimMailed → claimTaken: the owner's poll read the end of a result
+	// someone else stopped, and the delivery was withdrawn.
+	claimMailed: {claimDelivered, claimDropped, claimTaken},
 }
 
 func claimTransition(from, to claim) error {
@@ -123,9 +125,11 @@ type execState struct {
 	proc   process.Process    // set once running
 	leader *transcript.Leader // set once running
 
-	claim    claim
-	final    *Observation // claimTaken, claimDelivered: the frozen final observation
-	delivery string       // claimMailed: the pending delivery's id
+	claim claim
+	final *Observation // claimTaken, claimDelivered: the frozen final observation
+	// delivery names the result's one delivery, drawn at settlement when
+	// the result is owed to the mailbox (and journaled with it).
+	delivery string
 	// seen: the owner's model read the final result, so it owes no
 	// attention to it.
 	seen bool

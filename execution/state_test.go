@@ -46,7 +46,7 @@ func TestClaimRefusesIllegalMoves(t *testing.T) {
 		{claimStop, claimHeld}, {claimHeld, claimTaken},
 		{claimWaiter, claimTaken}, {claimWaiter, claimDeciding},
 		{claimDeciding, claimTaken}, {claimDeciding, claimMailed}, {claimDeciding, claimDropped},
-		{claimMailed, claimDelivered}, {claimMailed, claimDropped},
+		{claimMailed, claimDelivered}, {claimMailed, claimDropped}, {claimMailed, claimTaken},
 	}
 	allowed := map[[2]claim]bool{}
 	for _, m := range legal {

@@ -136,6 +136,12 @@ func (f *forwarder) Deliver(d execution.Delivery) {
 	f.push(note{method: NotifyDeliver, params: d})
 }
 
+func (f *forwarder) Delivered(d execution.Delivery) {
+	f.push(note{method: NotifyDelivered, params: DeliveredParams{
+		SessionID: d.SessionID, DeliveryID: d.DeliveryID, ExecutionID: d.Attrs.ExecutionID, Owner: d.Owner,
+	}})
+}
+
 func (f *forwarder) Wake(s *execution.Session, owner string) {
 	f.push(note{method: NotifyWake, session: s, owner: owner})
 }

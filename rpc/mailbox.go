@@ -70,8 +70,43 @@ func (s *Server) ownerRetire(req *jsonrpc2.Request, r *reply) {
 	if !ok {
 		return
 	}
-	n := sess.RetireOwner(ownerOf(p.Owner))
-	s.fwd.after(func() { r.ok(OwnerRetireResult{Retired: n}) })
+	owner := ownerOf(p.Owner)
+	var res OwnerRetireResult
+	switch p.Phase {
+	case "":
+		res.Frontier = sess.RetireBegin()
+		res.Retired, _ = sess.RetireCommit(owner, res.Frontier)
+	case "begin":
+		res.Frontier = sess.RetireBegin()
+	case "commit", "abort":
+		if p.Frontier == nil {
+			r.fail(fault.New(fault.InvalidParams, "owner/retire %s needs the frontier its begin answered", p.Phase))
+			return
+		}
+		res.Frontier = *p.Frontier
+		if p.Phase == "commit" {
+			n, err := sess.RetireCommit(owner, res.Frontier)
+			if err != nil {
+				r.fail(err)
+				return
+			}
+			res.Retired = n
+		}
+	default:
+		r.fail(fault.New(fault.InvalidParams, `phase must be "begin", "commit" or "abort", got %q`, p.Phase))
+		return
+	}
+	s.fwd.after(func() { r.ok(res) })
+}
+
+func (s *Server) ownerAttend(req *jsonrpc2.Request, r *reply) {
+	var p OwnerAttendParams
+	sess, ok := s.prepareSession(req, r, &p, &p.SessionID)
+	if !ok {
+		return
+	}
+	n := sess.Attend(ownerOf(p.Owner), p.DeliveryIDs)
+	r.ok(OwnerAttendResult{Attended: n})
 }
 
 func (s *Server) mailboxAck(req *jsonrpc2.Request, r *reply) {

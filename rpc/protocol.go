@@ -40,16 +40,18 @@ const (
 	MethodMonitorList   = "monitor/list"
 	MethodOwnerState    = "owner/state"
 	MethodOwnerRetire   = "owner/retire"
+	MethodOwnerAttend   = "owner/attend"
 	MethodMailboxAck    = "mailbox/ack"
 )
 
 // Notifications: helper → Emacs.
 const (
-	NotifyProgress = "exec/progress"
-	NotifyChanged  = "exec/changed"
-	NotifySettled  = "exec/settled"
-	NotifyDeliver  = "mailbox/deliver"
-	NotifyWake     = "session/wake"
+	NotifyProgress  = "exec/progress"
+	NotifyChanged   = "exec/changed"
+	NotifySettled   = "exec/settled"
+	NotifyDeliver   = "mailbox/deliver"
+	NotifyWake      = "session/wake"
+	NotifyDelivered = "mailbox/delivered"
 )
 
 // Authority selects whose executions a request may see: model authority
@@ -249,13 +251,37 @@ type OwnerStateParams struct {
 	State     string `json:"state"`
 }
 
+// OwnerRetireParams: without Phase, retire at once; "begin" snapshots the
+// frontier, "commit" retires up to it, "abort" leaves it owed.
 type OwnerRetireParams struct {
-	SessionID string `json:"sessionId"`
-	Owner     string `json:"owner,omitempty"`
+	SessionID string  `json:"sessionId"`
+	Owner     string  `json:"owner,omitempty"`
+	Phase     string  `json:"phase,omitempty"`
+	Frontier  *uint64 `json:"frontier,omitempty"`
 }
 
 type OwnerRetireResult struct {
-	Retired int `json:"retired"`
+	Retired  int    `json:"retired"`
+	Frontier uint64 `json:"frontier"`
+}
+
+type OwnerAttendParams struct {
+	SessionID   string   `json:"sessionId"`
+	Owner       string   `json:"owner,omitempty"`
+	DeliveryIDs []string `json:"deliveryIds"`
+}
+
+type OwnerAttendResult struct {
+	Attended int `json:"attended"`
+}
+
+// DeliveredParams is mailbox/delivered: a delivery was durably
+// acknowledged, for passive listeners.
+type DeliveredParams struct {
+	SessionID   string `json:"sessionId"`
+	DeliveryID  string `json:"deliveryId"`
+	ExecutionID string `json:"executionId"`
+	Owner       string `json:"owner"`
 }
 
 type MailboxAckParams struct {

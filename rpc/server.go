@@ -284,6 +284,7 @@ func init() {
 		MethodMonitorList:   (*Server).monitorList,
 		MethodOwnerState:    (*Server).ownerState,
 		MethodOwnerRetire:   (*Server).ownerRetire,
+		MethodOwnerAttend:   (*Server).ownerAttend,
 		MethodMailboxAck:    (*Server).mailboxAck,
 
 		MethodTranscriptRecords:    (*Server).transcriptRecords,

@@ -54,6 +54,7 @@ var requestParams = map[string]any{
 	MethodMonitorList:          MonitorListParams{},
 	MethodOwnerState:           OwnerStateParams{},
 	MethodOwnerRetire:          OwnerRetireParams{},
+	MethodOwnerAttend:          OwnerAttendParams{},
 	MethodMailboxAck:           MailboxAckParams{},
 	MethodTranscriptRecords:    TranscriptRecordsParams{},
 	MethodTranscriptCheckpoint: TranscriptCheckpointParams{},
@@ -62,11 +63,12 @@ var requestParams = map[string]any{
 
 // notificationParams maps each notification to the payload it carries.
 var notificationParams = map[string]any{
-	NotifyProgress: ProgressParams{},
-	NotifyChanged:  ChangedParams{},
-	NotifySettled:  SettledParams{},
-	NotifyDeliver:  execution.Delivery{},
-	NotifyWake:     WakeParams{},
+	NotifyProgress:  ProgressParams{},
+	NotifyChanged:   ChangedParams{},
+	NotifySettled:   SettledParams{},
+	NotifyDeliver:   execution.Delivery{},
+	NotifyWake:      WakeParams{},
+	NotifyDelivered: DeliveredParams{},
 }
 
 type wireShape struct {

@@ -14,6 +14,7 @@ const (
 	TypeBreadcrumb = "breadcrumb" // the one completion line of a yielded execution
 	TypeNotice     = "notice"     // a forwarded completion or a monitor's end
 	TypeLost       = "lost"       // no terminal evidence after a restart: final facts
+	TypeRetire     = "retire"     // the person retired an owner's attention up to a frontier
 )
 
 // Record is one line of the journal and also the wire shape of

@@ -1084,6 +1084,7 @@ func (nopEvents) Changed(*execution.Session)       {}
 func (nopEvents) Settled(execution.Facts)          {}
 func (nopEvents) Progress(execution.Facts, string) {}
 func (nopEvents) Deliver(execution.Delivery)       {}
+func (nopEvents) Delivered(execution.Delivery)     {}
 func (nopEvents) Wake(*execution.Session, string)  {}
 
 // grepInProcess opens the corpus in an execution.Manager of this process

@@ -79,6 +79,17 @@ func (s *session) ack(id string, durable bool) {
 	s.h.mustCall("mailbox/ack", p, nil)
 }
 
+// attend tells the helper the owner's model read ids, and checks that
+// every one of them was owed.
+func (s *session) attend(owner string, ids ...string) {
+	s.h.t.Helper()
+	var r struct{ Attended int }
+	s.h.mustCall("owner/attend", map[string]any{"sessionId": s.id, "owner": owner, "deliveryIds": ids}, &r)
+	if r.Attended != len(ids) {
+		s.h.t.Fatalf("attended %d of %v", r.Attended, ids)
+	}
+}
+
 func (s *session) ownerState(owner, state string) {
 	s.h.t.Helper()
 	s.h.mustCall("owner/state", map[string]any{"sessionId": s.id, "owner": owner, "state": state}, nil)
@@ -233,6 +244,8 @@ func TestWakeOnlyWhileIdleAndCoalesced(t *testing.T) {
 	h.waitNote(func(n note) bool {
 		return n.Method == "session/wake" && strings.Contains(string(n.Params), d.DeliveryID)
 	})
+	// The agent's turn read it.
+	s.attend("/root", d.DeliveryID)
 
 	// Busy: results are owed, not woken; idle again brings one wake for all.
 	s.ownerState("/root", "busy")
@@ -252,6 +265,7 @@ func TestWakeOnlyWhileIdleAndCoalesced(t *testing.T) {
 	if len(ws) != before+1 || !slices.Equal(ws[len(ws)-1].DeliveryIDs, ids) {
 		t.Fatalf("wakes %+v, want one with %v", ws[before:], ids)
 	}
+	s.attend("/root", ids...)
 
 	// owner/retire drops what is owed up to then; later results stay owed.
 	s.ownerState("/root", "busy")
