@@ -118,6 +118,13 @@ func (c *Child) Kill() error { return c.cmd.Process.Kill() }
 // Exited is closed once the helper has exited and been waited for.
 func (c *Child) Exited() <-chan struct{} { return c.exited }
 
+// ExitCode is the helper's exit code once Exited is closed (-1 when a
+// signal ended it).
+func (c *Child) ExitCode() int {
+	<-c.exited
+	return c.cmd.ProcessState.ExitCode()
+}
+
 // Stdin is the write end of the helper's stdin (nil unless piped).
 func (c *Child) Stdin() io.WriteCloser { return c.stdin }
 
