@@ -66,6 +66,28 @@ func Exe(pid int) (string, bool) {
 	return p, err == nil
 }
 
+// PeakRSS is pid's peak resident set size in bytes (VmHWM).
+func PeakRSS(pid int) (int64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(rest)
+			if len(f) != 2 || f[1] != "kB" {
+				break
+			}
+			kb, err := strconv.ParseInt(f[0], 10, 64)
+			if err != nil {
+				break
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+}
+
 // Poll checks done until it holds or bound passes, and reports whether it
 // held. Only for what nothing announces (a pid leaving /proc, a process
 // exiting that is not ours to wait for): the pause between checks grows
