@@ -56,7 +56,10 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	c, err := client.Start(client.Options{Bin: self, Stderr: os.Stderr}, nil)
+	// The helper gets its own process group: a Ctrl-C at the terminal
+	// would otherwise kill it along with this client before exec/stop
+	// could go out, leaving the command running.
+	c, err := client.Start(client.Options{Bin: self, Stderr: os.Stderr, OwnGroup: true}, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
