@@ -193,8 +193,9 @@ func Dial(ctx context.Context, path string, h Handler) (*Client, error) {
 	c.conn = jsonrpc2.NewConn(context.Background(),
 		jsonrpc2.NewBufferedStream(nc, jsonrpc2.VSCodeObjectCodec{}),
 		c.handler(h),
-		// A socket client drops connections on purpose; the library's
-		// lines about the read its own Close cut short say nothing.
+		// Socket clients drop connections on purpose (a reattaching
+		// client): a reply to a request cut off by the drop, or the read
+		// the drop ends, is expected and not worth the library's log line.
 		jsonrpc2.SetLogger(log.New(io.Discard, "", 0)))
 	return c, nil
 }
@@ -241,9 +242,6 @@ func (c *Client) Notify(ctx context.Context, method string, params any) error {
 
 // Child is the helper this client started, or nil when it dialled one.
 func (c *Client) Child() *Child { return c.child }
-
-// Disconnected is closed once the connection is gone, from either side.
-func (c *Client) Disconnected() <-chan struct{} { return c.conn.DisconnectNotify() }
 
 // Close drops the connection at once, without a shutdown request. A
 // started helper sees EOF on its stdin; a listening one keeps running.
