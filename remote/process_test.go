@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mevedel/mevedel-exec/internal/testsupport"
 	"github.com/mevedel/mevedel-exec/process"
-
 	"github.com/mevedel/mevedel-exec/test/sshd"
 )
 
@@ -94,8 +94,9 @@ func TestIdentityLineMatchesRemoteProc(t *testing.T) {
 	p := newPool(t, s)
 	proc, out := start(t, p, process.Spec{Command: "echo ready; exec sleep 1000"})
 	out.waitFor(t, "ready\n")
-	state, pgrp, startTime, ok := stat(proc.Pid())
-	if !ok || state == 'Z' {
+	st, ok := process.Stat(proc.Pid())
+	pgrp, startTime := st.Pgrp, st.Start
+	if !ok || st.State == 'Z' {
 		t.Fatalf("leader %d not running on the host", proc.Pid())
 	}
 	if proc.Pgid() != proc.Pid() || pgrp != proc.Pid() {
@@ -221,7 +222,7 @@ func TestSignalKillsTheTree(t *testing.T) {
 		t.Fatalf("survivors %v", left)
 	}
 	for _, pid := range before {
-		if st, _, _, ok := stat(pid); ok && st != 'Z' {
+		if testsupport.Alive(pid) {
 			t.Fatalf("process %d survived", pid)
 		}
 	}
@@ -285,12 +286,12 @@ func TestZombieOnlyGroupProbesDead(t *testing.T) {
 	}
 	deadline := time.Now().Add(waitLimit)
 	for {
-		st, _, _, ok := stat(proc.Pid())
-		if ok && st == 'Z' {
+		st, ok := process.Stat(proc.Pid())
+		if ok && st.State == 'Z' {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("leader did not become a zombie (%c, %v)", st, ok)
+			t.Fatalf("leader did not become a zombie (%c, %v)", st.State, ok)
 		}
 	}
 	other := newPool(t, s)
@@ -308,13 +309,11 @@ func TestZombieOnlyGroupProbesDead(t *testing.T) {
 }
 
 func ppid(t *testing.T, pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		t.Fatal(err)
+	p, ok := process.Stat(pid)
+	if !ok {
+		t.Fatalf("no process %d", pid)
 	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	n, _ := strconv.Atoi(f[1])
-	return n
+	return p.PPid
 }
 
 func TestAmbiguousIdentityIsNeverSignalled(t *testing.T) {
@@ -337,7 +336,7 @@ func TestAmbiguousIdentityIsNeverSignalled(t *testing.T) {
 	if err := g.Interrupt(testCtx(t)); !errors.Is(err, ErrAmbiguous) {
 		t.Fatalf("Interrupt on an ambiguous identity: %v, want ErrAmbiguous", err)
 	}
-	if st, _, _, ok := stat(proc.Pid()); !ok || st == 'Z' {
+	if !testsupport.Alive(proc.Pid()) {
 		t.Fatal("the process was killed")
 	}
 	if l, err := proc.Probe(testCtx(t)); err != nil || l != Live {

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mevedel/mevedel-exec/internal/testsupport"
 	"github.com/mevedel/mevedel-exec/process"
-
 	"github.com/mevedel/mevedel-exec/test/sshd"
 )
 
@@ -297,7 +297,7 @@ func TestAwaitFindsLaterEscapees(t *testing.T) {
 			t.Fatal("escapee still alive")
 		}
 	}
-	if st, _, _, ok := stat(pid); ok && st != 'Z' {
+	if testsupport.Alive(pid) {
 		t.Fatalf("escapee %d survived", pid)
 	}
 }

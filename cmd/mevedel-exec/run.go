@@ -5,23 +5,26 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/internal/client"
 	"github.com/mevedel/mevedel-exec/rpc"
-	"github.com/sourcegraph/jsonrpc2"
 )
 
 // run is the human client: it starts `mevedel-exec serve` as a child, runs
 // one command through the protocol exactly as Emacs would, prints the output
 // as it arrives, and exits with the command's exit code. Ctrl-C stops the
 // command through exec/stop.
+// shutdownBound bounds the wait for the helper to exit after shutdown; a
+// helper still running then is killed.
+const shutdownBound = 30 * time.Second
+
 func run(args []string) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	stateDir := fs.String("state-dir", "", "session state directory (default: a new private temporary one)")
@@ -53,30 +56,24 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	helper := exec.Command(self, "serve")
-	helper.Stderr = os.Stderr
-	in, _ := helper.StdinPipe()
-	out, _ := helper.StdoutPipe()
-	if err := helper.Start(); err != nil {
+	// The helper gets its own process group: a Ctrl-C at the terminal
+	// would otherwise kill it along with this client before exec/stop
+	// could go out, leaving the command running.
+	c, err := client.Start(client.Options{Bin: self, Stderr: os.Stderr, OwnGroup: true}, nil)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	ctx := context.Background()
-	conn := jsonrpc2.NewConn(ctx, jsonrpc2.NewBufferedStream(stdio{out, in}, jsonrpc2.VSCodeObjectCodec{}), jsonrpc2.HandlerWithError(
-		func(context.Context, *jsonrpc2.Conn, *jsonrpc2.Request) (any, error) { return nil, nil }))
-	defer func() {
-		_ = conn.Call(ctx, rpc.MethodShutdown, nil, nil)
-		in.Close()
-		_ = helper.Wait()
-	}()
+	defer func() { _ = c.Shutdown(shutdownBound) }()
 
 	var sess execution.SessionInfo
-	if err := conn.Call(ctx, rpc.MethodSessionOpen, rpc.SessionOpenParams{SessionID: "run", StateDir: absPath(*stateDir)}, &sess); err != nil {
+	if err := c.Call(ctx, rpc.MethodSessionOpen, rpc.SessionOpenParams{SessionID: "run", StateDir: absPath(*stateDir)}, &sess); err != nil {
 		fmt.Fprintln(os.Stderr, "mevedel-exec run:", err)
 		return 1
 	}
 	var obs execution.Observation
-	if err := conn.Call(ctx, rpc.MethodExecStart, rpc.ExecStartParams{
+	if err := c.Call(ctx, rpc.MethodExecStart, rpc.ExecStartParams{
 		SessionID: "run", Command: command, Cwd: absPath(*cwd), YieldMs: yieldMs, TTY: *tty, MaxOutputChars: 1 << 20,
 	}, &obs); err != nil {
 		fmt.Fprintln(os.Stderr, "mevedel-exec run:", err)
@@ -92,9 +89,9 @@ func run(args []string) int {
 		}
 		select {
 		case <-interrupts:
-			err = conn.Call(ctx, rpc.MethodExecStop, rpc.ExecStopParams{SessionID: "run", ExecutionID: obs.Facts.ExecutionID, MaxOutputChars: 1 << 20}, &obs)
+			err = c.Call(ctx, rpc.MethodExecStop, rpc.ExecStopParams{SessionID: "run", ExecutionID: obs.Facts.ExecutionID, MaxOutputChars: 1 << 20}, &obs)
 		default:
-			err = conn.Call(ctx, rpc.MethodExecObserve, rpc.ExecObserveParams{SessionID: "run", ExecutionID: obs.Facts.ExecutionID, WaitMs: 250, MaxOutputChars: 1 << 20}, &obs)
+			err = c.Call(ctx, rpc.MethodExecObserve, rpc.ExecObserveParams{SessionID: "run", ExecutionID: obs.Facts.ExecutionID, WaitMs: 250, MaxOutputChars: 1 << 20}, &obs)
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "mevedel-exec run:", err)
@@ -129,14 +126,4 @@ func absPath(p string) string {
 		return a
 	}
 	return p
-}
-
-type stdio struct {
-	io.ReadCloser
-	io.WriteCloser
-}
-
-func (s stdio) Close() error {
-	s.WriteCloser.Close()
-	return s.ReadCloser.Close()
 }

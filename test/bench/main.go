@@ -32,7 +32,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -41,14 +40,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/internal/client"
+	"github.com/mevedel/mevedel-exec/internal/testsupport"
 	"github.com/mevedel/mevedel-exec/rpc"
-	"github.com/sourcegraph/jsonrpc2"
 )
 
 const usage = `usage: go run ./test/bench BENCH
@@ -111,8 +110,8 @@ func verdict(ok bool) string {
 }
 
 func run(ctx context.Context, which string) error {
-	root, err := moduleRoot()
-	if err != nil {
+	// The helper is built by import path, which needs the module.
+	if _, err := moduleRoot(); err != nil {
 		return err
 	}
 	work, err := os.MkdirTemp("", "mevedel-bench-")
@@ -129,11 +128,8 @@ func run(ctx context.Context, which string) error {
 
 	bin := filepath.Join(work, "mevedel-exec")
 	progress("building the helper (%s)", bin)
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/mevedel-exec")
-	build.Dir = root
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("building the helper: %w", err)
+	if err := testsupport.BuildHelper(ctx, bin, false); err != nil {
+		return err
 	}
 
 	b := &bench{bin: bin, work: work}
@@ -487,7 +483,7 @@ func (b *bench) rss(ctx context.Context) ([]row, error) {
 			if o.Facts.OutputBytes != size {
 				return fmt.Errorf("output of %d bytes, want %d", o.Facts.OutputBytes, size)
 			}
-			hwm, err := vmHWM(h.pid())
+			hwm, err := testsupport.PeakRSS(h.pid())
 			if err != nil {
 				return err
 			}
@@ -510,28 +506,6 @@ func (b *bench) rss(ctx context.Context) ([]row, error) {
 		target:   fmt.Sprintf("1GiB/1MiB <= %.1f", targetRSSRatio),
 		result:   verdict(ratio <= targetRSSRatio),
 	}}, nil
-}
-
-// vmHWM reads the peak resident set size of pid, in bytes.
-func vmHWM(pid int) (int64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			f := strings.Fields(rest)
-			if len(f) != 2 || f[1] != "kB" {
-				break
-			}
-			kb, err := strconv.ParseInt(f[0], 10, 64)
-			if err != nil {
-				break
-			}
-			return kb << 10, nil
-		}
-	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
 }
 
 // --- 3. spawn latency ------------------------------------------------------
@@ -660,129 +634,50 @@ func median(ds []time.Duration) time.Duration { return percentile(ds, 50) }
 
 // helper is one running `mevedel-exec serve` and its protocol client.
 type helper struct {
-	cmd    *exec.Cmd
-	conn   *jsonrpc2.Conn
-	stdin  io.WriteCloser
-	stderr *lockedBuffer
-	exited chan struct{}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-type pipes struct {
-	io.ReadCloser
-	io.WriteCloser
-}
-
-func (p pipes) Close() error {
-	p.WriteCloser.Close()
-	return p.ReadCloser.Close()
+	c      *client.Client
+	stderr *testsupport.Buffer
 }
 
 func startHelper(ctx context.Context, bin, home string) (*helper, error) {
-	h := &helper{stderr: &lockedBuffer{}, exited: make(chan struct{})}
-	h.cmd = exec.Command(bin, "serve")
-	h.cmd.Env = minimalEnv(home)
-	h.cmd.Dir = home
-	h.cmd.Stderr = h.stderr
+	h := &helper{stderr: &testsupport.Buffer{}}
 	// Its own process group: a Ctrl-C at the terminal reaches only this
-	// program, which then shuts the helper down in order.
-	h.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// Plain pipes rather than StdinPipe/StdoutPipe: Wait would close the
-	// read end under the client's read loop; here the client closes it,
-	// after it has read the helper's EOF.
-	inR, inW, err := os.Pipe()
+	// program, which then shuts the helper down in order. Notifications
+	// (exec/changed, exec/settled, ...) are not needed here.
+	c, err := client.Start(client.Options{Bin: bin, Env: minimalEnv(home), Dir: home, Stderr: h.stderr, OwnGroup: true}, nil)
 	if err != nil {
 		return nil, err
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return nil, err
-	}
-	h.cmd.Stdin, h.cmd.Stdout = inR, outW
-	err = h.cmd.Start()
-	inR.Close()
-	outW.Close()
-	if err != nil {
-		inW.Close()
-		outR.Close()
-		return nil, fmt.Errorf("starting the helper: %w", err)
-	}
-	h.stdin = inW
-	go func() {
-		_ = h.cmd.Wait()
-		close(h.exited)
-	}()
-	// Notifications (exec/changed, exec/settled, ...) are not needed here.
-	h.conn = jsonrpc2.NewConn(context.Background(),
-		jsonrpc2.NewBufferedStream(pipes{outR, inW}, jsonrpc2.VSCodeObjectCodec{}),
-		jsonrpc2.HandlerWithError(func(context.Context, *jsonrpc2.Conn, *jsonrpc2.Request) (any, error) { return nil, nil }))
+	h.c = c
 	var info rpc.InitializeResult
 	if err := h.call(ctx, rpc.MethodInitialize, rpc.InitializeParams{ClientName: "mevedel-bench", ProtocolVersion: rpc.ProtocolVersion}, &info); err != nil {
 		_ = h.close()
 		return nil, err
 	}
-	if info.Pid != h.cmd.Process.Pid {
+	if info.Pid != h.pid() {
 		_ = h.close()
-		return nil, fmt.Errorf("initialize reports pid %d, started %d", info.Pid, h.cmd.Process.Pid)
+		return nil, fmt.Errorf("initialize reports pid %d, started %d", info.Pid, h.pid())
 	}
 	return h, nil
 }
 
-func (h *helper) pid() int { return h.cmd.Process.Pid }
+func (h *helper) pid() int { return h.c.Child().Pid() }
 
 func (h *helper) call(ctx context.Context, method string, params, result any) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	if err := h.conn.Call(ctx, method, params, result); err != nil {
+	if err := h.c.Call(ctx, method, params, result); err != nil {
 		return fmt.Errorf("%s: %w", method, err)
 	}
 	return nil
 }
 
-// close asks for shutdown, closes stdin and waits for the helper. A helper
-// that does not exit is terminated, and killed only if TERM is ignored.
+// close asks for shutdown, closes stdin and waits for the helper; one
+// that does not exit is killed.
 func (h *helper) close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_ = h.conn.Call(ctx, rpc.MethodShutdown, nil, nil)
-	h.stdin.Close()
-	defer h.conn.Close()
-	select {
-	case <-h.exited:
-		// Let the read loop see EOF before its pipe is closed.
-		select {
-		case <-h.conn.DisconnectNotify():
-		case <-time.After(5 * time.Second):
-		}
-		return nil
-	case <-time.After(15 * time.Second):
+	if err := h.c.Shutdown(30 * time.Second); err != nil {
+		return fmt.Errorf("after shutdown and EOF: %w", err)
 	}
-	_ = h.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-h.exited:
-	case <-time.After(5 * time.Second):
-		_ = h.cmd.Process.Kill()
-		<-h.exited
-	}
-	return errors.New("the helper did not exit after shutdown and EOF")
+	return nil
 }
 
 func (h *helper) stderrTail() string {

@@ -293,8 +293,7 @@ func TestRecoveryKeepsDeliveryIDsAndNeverWakes(t *testing.T) {
 	id := s1.background("echo result")
 	d := h1.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == id })
 	s1.checkpoint()
-	_ = h1.cmd.Process.Kill()
-	<-h1.exited
+	h1.kill()
 
 	h2 := startHelper(t)
 	s2 := h2.openAt(dir, nil)

@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/internal/testsupport"
+	"github.com/mevedel/mevedel-exec/process"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -210,7 +212,7 @@ func TestStopKillsTreeWithEscapees(t *testing.T) {
 		t.Fatalf("want 2 escapee pids in %q", out)
 	}
 	for _, p := range pids {
-		if !alive(p) {
+		if !testsupport.Alive(p) {
 			t.Fatalf("escapee %d not running before the stop", p)
 		}
 	}
@@ -221,7 +223,7 @@ func TestStopKillsTreeWithEscapees(t *testing.T) {
 		t.Fatalf("stop: %+v", final)
 	}
 	for _, p := range append(pids, f.Pid) {
-		if alive(p) {
+		if testsupport.Alive(p) {
 			t.Fatalf("process %d survived the stop", p)
 		}
 	}
@@ -233,15 +235,9 @@ func waitGone(t *testing.T, pids []int) {
 	t.Helper()
 	deadline := time.Now().Add(waitBound)
 	for _, p := range pids {
-		for {
-			if _, err := os.Stat("/proc/" + itoa(p)); os.IsNotExist(err) {
-				break
-			}
-			if time.Now().After(deadline) {
-				st, _ := procState(p)
-				t.Fatalf("process %d still in /proc (state %c)", p, st)
-			}
-			time.Sleep(10 * time.Millisecond) // polling /proc, bounded by deadline
+		if !testsupport.WaitGone(p, time.Until(deadline)) {
+			st, _ := process.Stat(p)
+			t.Fatalf("process %d still in /proc (state %c)", p, st.State)
 		}
 	}
 }
@@ -263,7 +259,7 @@ func TestLingeringDescendantsCleanedAfterShellExit(t *testing.T) {
 		t.Fatalf("want 2 pids in %q", o.Output)
 	}
 	for _, p := range pids {
-		if alive(p) {
+		if testsupport.Alive(p) {
 			t.Fatalf("lingering descendant %d survived the shell's exit", p)
 		}
 	}
@@ -531,13 +527,13 @@ func TestCancelBeforeYieldAborts(t *testing.T) {
 	const cmd = "echo ready; sleep 1000"
 	go func() {
 		var o obs
-		err := h.conn.Call(context.Background(), "exec/start",
+		err := h.c.Call(context.Background(), "exec/start",
 			map[string]any{"sessionId": s.id, "command": cmd, "cwd": h.home, "env": map[string]string{"MEVEDEL_E2E": "1"}},
 			&o, jsonrpc2.PickID(jsonrpc2.ID{Str: "cancel-me", IsString: true}))
 		done <- result{o, err}
 	}()
 	f := h.waitCommandState(cmd, execution.Running)
-	if err := h.conn.Notify(context.Background(), "$/cancelRequest", map[string]any{"id": "cancel-me"}); err != nil {
+	if err := h.c.Notify(context.Background(), "$/cancelRequest", map[string]any{"id": "cancel-me"}); err != nil {
 		t.Fatal(err)
 	}
 	var r result
@@ -552,7 +548,7 @@ func TestCancelBeforeYieldAborts(t *testing.T) {
 	if !r.o.Final || r.o.Facts.Termination != execution.Aborted || r.o.Facts.Status != execution.StatusStopped {
 		t.Fatalf("cancel before yield: %+v", r.o)
 	}
-	if alive(f.Pid) {
+	if testsupport.Alive(f.Pid) {
 		t.Fatalf("aborted command %d still alive", f.Pid)
 	}
 }
@@ -562,13 +558,13 @@ func TestYieldedImmuneToCancel(t *testing.T) {
 	s := h.open(nil)
 	gate := fifo(t, "gate")
 	var o obs
-	err := h.conn.Call(context.Background(), "exec/start",
+	err := h.c.Call(context.Background(), "exec/start",
 		map[string]any{"sessionId": s.id, "command": "cat " + gate, "cwd": h.home, "yieldMs": 0, "env": map[string]string{"MEVEDEL_E2E": "1"}},
 		&o, jsonrpc2.PickID(jsonrpc2.ID{Str: "late-cancel", IsString: true}))
 	if err != nil || !o.Facts.Yielded {
 		t.Fatalf("%v %+v", err, o)
 	}
-	_ = h.conn.Notify(context.Background(), "$/cancelRequest", map[string]any{"id": "late-cancel"})
+	_ = h.c.Notify(context.Background(), "$/cancelRequest", map[string]any{"id": "late-cancel"})
 	// Requests are handled in order: once this list answers, the cancel
 	// has been processed.
 	var list struct{ Executions []execution.Facts }
@@ -643,7 +639,7 @@ func TestShellExitAtYieldIsForeground(t *testing.T) {
 		t.Fatalf("want a foreground completion, got %+v", o)
 	}
 	b, _ := os.ReadFile(filepath.Join(h.home, "out.txt"))
-	if pids := pidsIn(string(b)); len(pids) != 1 || alive(pids[0]) {
+	if pids := pidsIn(string(b)); len(pids) != 1 || testsupport.Alive(pids[0]) {
 		t.Fatalf("descendant %v survived", pids)
 	}
 }

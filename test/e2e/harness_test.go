@@ -4,14 +4,11 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,6 +17,8 @@ import (
 	"time"
 
 	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/internal/client"
+	"github.com/mevedel/mevedel-exec/internal/testsupport"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -34,10 +33,8 @@ func TestMain(m *testing.M) {
 	helperBin = filepath.Join(dir, "mevedel-exec")
 	// The helper is built with the race detector too: every end-to-end
 	// test also checks the helper's own goroutines.
-	build := exec.Command("go", "build", "-race", "-o", helperBin, "../../cmd/mevedel-exec")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the helper:", err)
+	if err := testsupport.BuildHelper(context.Background(), helperBin, true); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -48,48 +45,25 @@ func TestMain(m *testing.M) {
 // waitBound bounds every wait in these tests; it is never a sleep.
 const waitBound = 30 * time.Second
 
-type note struct {
-	Method string
-	Params json.RawMessage
-}
+type note = client.Notification
 
 // helper is one running mevedel-exec serve.
 type helper struct {
 	t      *testing.T
-	cmd    *exec.Cmd
-	conn   *jsonrpc2.Conn
-	stdin  io.WriteCloser
+	c      *client.Client
 	home   string
-	stderr *syncBuffer
-	exited chan struct{}
+	stderr *testsupport.Buffer
 
 	mu    sync.Mutex
 	cond  *sync.Cond
 	notes []note // guarded by mu
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-type helperOpt func(*exec.Cmd, string)
+type helperOpt func(*client.Options, string)
 
 // withProfile writes a ~/.bash_profile into the helper's private HOME.
 func withProfile(text string) helperOpt {
-	return func(_ *exec.Cmd, home string) {
+	return func(_ *client.Options, home string) {
 		if err := os.WriteFile(filepath.Join(home, ".bash_profile"), []byte(text), 0o600); err != nil {
 			panic(err)
 		}
@@ -97,7 +71,7 @@ func withProfile(text string) helperOpt {
 }
 
 func withEnv(kv ...string) helperOpt {
-	return func(c *exec.Cmd, _ string) { c.Env = append(c.Env, kv...) }
+	return func(o *client.Options, _ string) { o.Env = append(o.Env, kv...) }
 }
 
 // baseEnv is the helper's environment: a private HOME, so the user's own
@@ -106,119 +80,50 @@ func baseEnv(home string) []string {
 	return []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "USER=" + os.Getenv("USER"), "LANG=C.UTF-8"}
 }
 
-// startHelper starts the helper with a private HOME and a protocol client.
+// startHelper starts the helper with a private HOME and a protocol client
+// that records every notification.
 func startHelper(t *testing.T, opts ...helperOpt) *helper {
 	t.Helper()
 	home := t.TempDir()
-	h := &helper{t: t, home: home, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	h := &helper{t: t, home: home, stderr: &testsupport.Buffer{}}
 	h.cond = sync.NewCond(&h.mu)
-	h.cmd = exec.Command(helperBin, "serve")
-	h.cmd.Env = baseEnv(home)
-	for _, o := range opts {
-		o(h.cmd, home)
+	o := client.Options{Bin: helperBin, Env: baseEnv(home), Stderr: h.stderr}
+	for _, opt := range opts {
+		opt(&o, home)
 	}
-	h.cmd.Stderr = h.stderr
-	stdin, err := h.cmd.StdinPipe()
+	c, err := client.Start(o, func(_ *client.Client, n client.Notification) {
+		h.mu.Lock()
+		h.notes = append(h.notes, n)
+		h.cond.Broadcast()
+		h.mu.Unlock()
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stdout, err := h.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	h.stdin = stdin
-	go func() {
-		_ = h.cmd.Wait()
-		close(h.exited)
-	}()
-	h.conn = jsonrpc2.NewConn(context.Background(),
-		jsonrpc2.NewBufferedStream(rwc{stdout, stdin}, jsonrpc2.VSCodeObjectCodec{}),
-		jsonrpc2.HandlerWithError(func(_ context.Context, _ *jsonrpc2.Conn, r *jsonrpc2.Request) (any, error) {
-			var p json.RawMessage
-			if r.Params != nil {
-				p = append(p, *r.Params...)
-			}
-			h.mu.Lock()
-			h.notes = append(h.notes, note{r.Method, p})
-			h.cond.Broadcast()
-			h.mu.Unlock()
-			return nil, nil
-		}))
+	h.c = c
 	t.Cleanup(func() { h.stop() })
 	return h
 }
 
-type rwc struct {
-	io.ReadCloser
-	io.WriteCloser
-}
-
-func (r rwc) Close() error {
-	r.WriteCloser.Close()
-	return r.ReadCloser.Close()
+// kill ends the helper with SIGKILL, as a crash would, and waits for it.
+func (h *helper) kill() {
+	_ = h.c.Child().Kill()
+	<-h.c.Child().Exited()
 }
 
 // stop shuts the helper down, then checks that it exited and that no
 // process of any of its executions survived.
 func (h *helper) stop() {
 	t := h.t
-	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
-	defer cancel()
-	_ = h.conn.Call(ctx, "shutdown", nil, nil)
-	h.stdin.Close()
-	select {
-	case <-h.exited:
-	case <-time.After(waitBound):
-		_ = h.cmd.Process.Kill()
-		t.Errorf("helper did not exit after shutdown and EOF")
+	if err := h.c.Shutdown(waitBound); err != nil {
+		t.Errorf("helper did not exit after shutdown and EOF: %v", err)
 	}
-	h.conn.Close()
 	if strings.Contains(h.stderr.String(), "DATA RACE") || strings.Contains(h.stderr.String(), "panic") {
 		t.Errorf("helper stderr:\n%s", h.stderr.String())
 	}
-	if left := taggedProcesses(h.home); len(left) > 0 {
+	if left := testsupport.UnderHome(h.home, true); len(left) > 0 {
 		t.Errorf("processes left behind by the helper: %v", left)
 	}
-}
-
-// taggedProcesses lists live processes that carry an execution tag and
-// the private HOME of one test's helper; after that helper exited, any of
-// them is a leak. Scoped by HOME, so tests running elsewhere at the same
-// time do not count.
-func taggedProcesses(home string) []string {
-	var out []string
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		env = append([]byte{0}, env...) // every entry is then NUL-prefixed
-		if err != nil || !bytes.Contains(env, []byte("MEVEDEL_EXEC_TAG=")) || !bytes.Contains(env, []byte("\x00HOME="+home+"\x00")) {
-			continue
-		}
-		if st, ok := procState(pid); ok && st != 'Z' {
-			cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-			out = append(out, fmt.Sprintf("%d %q", pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
-		}
-	}
-	return out
-}
-
-func procState(pid int) (byte, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0, false
-	}
-	return b[i+2], true
 }
 
 // rpcError is a JSON-RPC error answer.
@@ -240,7 +145,7 @@ func errKind(e *jsonrpc2.Error) string {
 func (h *helper) call(method string, params, result any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
-	return h.conn.Call(ctx, method, params, result)
+	return h.c.Call(ctx, method, params, result)
 }
 
 func (h *helper) mustCall(method string, params, result any) {
@@ -476,10 +381,4 @@ func pidsIn(out string) []int {
 		}
 	}
 	return pids
-}
-
-// alive reports whether pid is a live (non-zombie) process.
-func alive(pid int) bool {
-	st, ok := procState(pid)
-	return ok && st != 'Z' && st != 'X'
 }

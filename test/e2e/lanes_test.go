@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/internal/testsupport"
 )
 
 // startAsync sends a start request that waits for the end (no yieldMs)
@@ -111,7 +112,7 @@ func TestStopEscalatesToKill(t *testing.T) {
 	if f.Termination != execution.Stopped || f.Signal != "SIGKILL" || f.ExitCode != nil {
 		t.Fatalf("want stopped by SIGKILL after the grace, got %+v", f)
 	}
-	if alive(f.Pid) {
+	if testsupport.Alive(f.Pid) {
 		t.Fatal("shell survived")
 	}
 }

@@ -197,7 +197,7 @@ func TestClaimedResultsAreNotDelivered(t *testing.T) {
 	// requests in order, so the waiter is registered before the end.
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
-	w, err := h.conn.DispatchCall(ctx, "exec/observe", map[string]any{"sessionId": s.id, "executionId": waited, "waitMs": 30000})
+	w, err := h.c.Dispatch(ctx, "exec/observe", map[string]any{"sessionId": s.id, "executionId": waited, "waitMs": 30000})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,12 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
-	"log"
 	"math/rand/v2"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -22,124 +18,73 @@ import (
 	"time"
 
 	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/internal/client"
+	"github.com/mevedel/mevedel-exec/internal/testsupport"
 	"github.com/sourcegraph/jsonrpc2"
 )
-
-// watchedBuffer is a helper's stderr that a test can wait on.
-type watchedBuffer struct {
-	mu   sync.Mutex
-	cond *sync.Cond
-	b    strings.Builder
-}
-
-func newWatchedBuffer() *watchedBuffer {
-	w := &watchedBuffer{}
-	w.cond = sync.NewCond(&w.mu)
-	return w
-}
-
-func (w *watchedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.cond.Broadcast()
-	return w.b.Write(p)
-}
-
-func (w *watchedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
-// waitCount waits until s occurs at least n times, or the bound passes.
-func (w *watchedBuffer) waitCount(s string, n int, bound time.Duration) bool {
-	expired := false // guarded by w.mu; set by the timer, so no wakeup is missed
-	timer := time.AfterFunc(bound, func() {
-		w.mu.Lock()
-		expired = true
-		w.cond.Broadcast()
-		w.mu.Unlock()
-	})
-	defer timer.Stop()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for strings.Count(w.b.String(), s) < n {
-		if expired {
-			return false
-		}
-		w.cond.Wait()
-	}
-	return true
-}
 
 // listener is a helper serving a unix socket, kept alive across client
 // disconnects by --linger.
 type listener struct {
 	t      *testing.T
-	cmd    *exec.Cmd
+	child  *client.Child
 	sock   string
 	home   string
-	stderr *watchedBuffer
-	exited chan struct{}
+	stderr *testsupport.Buffer
 }
 
 func startListener(t *testing.T) *listener {
 	t.Helper()
 	home := t.TempDir()
-	l := &listener{t: t, home: home, sock: filepath.Join(home, "helper.sock"), stderr: newWatchedBuffer(), exited: make(chan struct{})}
-	l.cmd = exec.Command(helperBin, "serve", "--listen", l.sock, "--linger", "30s")
-	l.cmd.Env = baseEnv(home)
-	l.cmd.Stderr = l.stderr
-	if err := l.cmd.Start(); err != nil {
+	l := &listener{t: t, home: home, sock: filepath.Join(home, "helper.sock"), stderr: &testsupport.Buffer{}}
+	child, err := client.Spawn(client.Options{Bin: helperBin, Args: []string{"serve", "--listen", l.sock, "--linger", "30s"},
+		Env: baseEnv(home), Stderr: l.stderr})
+	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		_ = l.cmd.Wait()
-		close(l.exited)
-	}()
+	l.child = child
 	t.Cleanup(func() {
 		// A test that failed midway left its sessions running: end them.
-		if c, err := net.Dial("unix", l.sock); err == nil {
-			conn := jsonrpc2.NewConn(context.Background(), jsonrpc2.NewBufferedStream(c, jsonrpc2.VSCodeObjectCodec{}),
-				jsonrpc2.HandlerWithError(func(context.Context, *jsonrpc2.Conn, *jsonrpc2.Request) (any, error) { return nil, nil }),
-				jsonrpc2.SetLogger(log.New(io.Discard, "", 0)))
-			ctx, cancel := context.WithTimeout(context.Background(), waitBound)
-			_ = conn.Call(ctx, "shutdown", nil, nil)
-			cancel()
-			conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+		if c, err := client.Dial(ctx, l.sock, nil); err == nil {
+			_ = c.Shutdown(waitBound)
 		}
-		select {
-		case <-l.exited:
-		case <-time.After(waitBound):
-			_ = l.cmd.Process.Kill()
-			t.Errorf("listening helper did not exit")
+		cancel()
+		if err := child.Wait(waitBound); err != nil {
+			t.Errorf("listening helper did not exit: %v", err)
 		}
 		if s := l.stderr.String(); strings.Contains(s, "DATA RACE") || strings.Contains(s, "panic") || strings.Contains(s, "BUG") {
 			t.Errorf("helper stderr:\n%s", s)
 		}
-		if left := taggedProcesses(home); len(left) > 0 {
+		if left := testsupport.UnderHome(home, true); len(left) > 0 {
 			t.Errorf("processes left behind: %v", left)
 		}
 	})
 	return l
 }
 
+// waitLog waits until the helper's log holds s n times.
+func (l *listener) waitLog(s string, n int) bool {
+	return l.stderr.Wait(waitBound, func(log string) bool { return strings.Count(log, s) >= n })
+}
+
 // dial connects to the helper. handle runs on the connection's read loop,
 // in arrival order: it must never block.
-func (l *listener) dial(handle func(*jsonrpc2.Conn, note)) *jsonrpc2.Conn {
+func (l *listener) dial(handle client.Handler) *client.Client {
 	l.t.Helper()
-	var c net.Conn
-	var err error
 	// The socket appears once the helper listens, and the helper says
 	// nothing when it does: this first wait polls, bounded. Later dials
 	// succeed at once (the socket stays; a connection waits in the backlog
 	// until the helper accepts it).
 	for delay, deadline := time.Millisecond, time.Now().Add(waitBound); ; delay = min(2*delay, 50*time.Millisecond) {
-		if c, err = net.Dial("unix", l.sock); err == nil {
-			break
+		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+		c, err := client.Dial(ctx, l.sock, handle)
+		cancel()
+		if err == nil {
+			return c
 		}
 		select {
-		case <-l.exited:
+		case <-l.child.Exited():
 			l.t.Fatalf("the helper exited before listening: %v\n%s", err, l.stderr.String())
 		case <-time.After(delay):
 		}
@@ -147,18 +92,6 @@ func (l *listener) dial(handle func(*jsonrpc2.Conn, note)) *jsonrpc2.Conn {
 			l.t.Fatalf("helper socket: %v", err)
 		}
 	}
-	return jsonrpc2.NewConn(context.Background(), jsonrpc2.NewBufferedStream(c, jsonrpc2.VSCodeObjectCodec{}),
-		jsonrpc2.HandlerWithError(func(_ context.Context, conn *jsonrpc2.Conn, r *jsonrpc2.Request) (any, error) {
-			var p json.RawMessage
-			if r.Params != nil {
-				p = append(p, *r.Params...)
-			}
-			handle(conn, note{r.Method, p})
-			return nil, nil
-		}),
-		// Dropped connections are the point here: replies to requests
-		// cut off by a drop are expected, not worth a log line.
-		jsonrpc2.SetLogger(log.New(io.Discard, "", 0)))
 }
 
 // What the acknowledging client does with one send of a delivery.
@@ -192,7 +125,7 @@ type propClient struct {
 	acks sync.WaitGroup // ack goroutines
 
 	mu            sync.Mutex
-	conn          *jsonrpc2.Conn
+	conn          *client.Client
 	redialed      chan struct{} // closed when conn is replaced
 	over          bool          // the test has ended: record nothing more
 	timers        []*time.Timer
@@ -229,7 +162,7 @@ func (c *propClient) signal() {
 	}
 }
 
-func (c *propClient) handle(conn *jsonrpc2.Conn, n note) {
+func (c *propClient) handle(conn *client.Client, n note) {
 	switch n.Method {
 	case "mailbox/deliver":
 		var d delivery
@@ -264,7 +197,7 @@ func (c *propClient) handle(conn *jsonrpc2.Conn, n note) {
 }
 
 type connID struct {
-	conn *jsonrpc2.Conn
+	conn *client.Client
 	id   string
 }
 
@@ -292,7 +225,7 @@ func (c *propClient) choose(id string, attempt int) (answer, time.Duration) {
 }
 
 // ack answers id from its own goroutine.
-func (c *propClient) ack(conn *jsonrpc2.Conn, id string, durable bool) {
+func (c *propClient) ack(conn *client.Client, id string, durable bool) {
 	p := map[string]any{"sessionId": c.sid, "deliveryId": id}
 	if durable {
 		p["durable"] = true
@@ -358,7 +291,7 @@ func (c *propClient) keepLocked(d delivery) {
 	c.signal()
 }
 
-func (c *propClient) onDelivery(conn *jsonrpc2.Conn, d delivery) {
+func (c *propClient) onDelivery(conn *client.Client, d delivery) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.over {

@@ -14,44 +14,35 @@ import (
 	"time"
 
 	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/internal/client"
+	"github.com/mevedel/mevedel-exec/internal/testsupport"
 )
 
 // rawClient speaks the framing directly, for input a library would never
 // send.
 type rawClient struct {
 	t      *testing.T
-	cmd    *exec.Cmd
+	child  *client.Child
 	in     io.WriteCloser
 	out    *bufio.Reader
-	stderr *syncBuffer
-	exited chan struct{}
+	stderr *testsupport.Buffer
 }
 
 func startRaw(t *testing.T) *rawClient {
 	t.Helper()
 	home := t.TempDir()
-	c := &rawClient{t: t, stderr: &syncBuffer{}, exited: make(chan struct{})}
-	c.cmd = exec.Command(helperBin, "serve")
-	c.cmd.Env = baseEnv(home)
-	c.cmd.Stderr = c.stderr
-	c.in, _ = c.cmd.StdinPipe()
-	out, _ := c.cmd.StdoutPipe()
-	c.out = bufio.NewReader(out)
-	if err := c.cmd.Start(); err != nil {
+	c := &rawClient{t: t, stderr: &testsupport.Buffer{}}
+	child, err := client.SpawnPiped(client.Options{Bin: helperBin, Env: baseEnv(home), Stderr: c.stderr})
+	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		_ = c.cmd.Wait()
-		close(c.exited)
-	}()
+	c.child, c.in, c.out = child, child.Stdin(), bufio.NewReader(child.Stdout())
 	t.Cleanup(func() {
 		c.in.Close()
-		select {
-		case <-c.exited:
-		case <-time.After(waitBound):
-			_ = c.cmd.Process.Kill()
-			t.Error("raw helper did not exit at EOF")
+		if err := child.Wait(waitBound); err != nil {
+			t.Errorf("raw helper did not exit at EOF: %v", err)
 		}
+		child.Stdout().Close()
 		if s := c.stderr.String(); strings.Contains(s, "panic") || strings.Contains(s, "DATA RACE") {
 			t.Errorf("helper stderr:\n%s", s)
 		}
@@ -166,7 +157,7 @@ func TestMalformedInput(t *testing.T) {
 		ProtocolVersion int
 		Pid             int
 	}
-	if err := json.Unmarshal(m.Result, &init); err != nil || m.Error != nil || init.ServerName != "mevedel-exec" || init.ProtocolVersion != 1 || init.Pid != c.cmd.Process.Pid {
+	if err := json.Unmarshal(m.Result, &init); err != nil || m.Error != nil || init.ServerName != "mevedel-exec" || init.ProtocolVersion != 1 || init.Pid != c.child.Pid() {
 		t.Fatalf("initialize after bad input: %s %+v", m.Result, m.Error)
 	}
 }
@@ -189,14 +180,14 @@ func TestCorruptHeaderEndsConnectionCleanly(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-c.exited:
+	case <-c.child.Exited():
 	case <-time.After(waitBound):
 		t.Fatal("helper kept running after a corrupt frame header")
 	}
-	if code := c.cmd.ProcessState.ExitCode(); code != 0 {
+	if code := c.child.ExitCode(); code != 0 {
 		t.Fatalf("helper exit code %d after a corrupt header, want a clean exit", code)
 	}
-	if alive(o.Facts.Pid) {
+	if testsupport.Alive(o.Facts.Pid) {
 		t.Fatal("the running command survived the end of the connection")
 	}
 	if !strings.Contains(c.stderr.String(), "Content-Length") {
@@ -301,7 +292,7 @@ func TestSessionCloseEndsLiveExecutions(t *testing.T) {
 	if p.Facts.Termination != execution.SessionEnded || p.Facts.Status != execution.StatusStopped {
 		t.Fatalf("closed session: %+v", p.Facts)
 	}
-	if alive(o.Facts.Pid) {
+	if testsupport.Alive(o.Facts.Pid) {
 		t.Fatal("command survived session close")
 	}
 	h.wantError("exec/observe", map[string]any{"sessionId": s.id, "executionId": o.Facts.ExecutionID}, -32001, "not-found")

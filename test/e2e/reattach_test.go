@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sourcegraph/jsonrpc2"
+	"github.com/mevedel/mevedel-exec/internal/client"
 )
 
 // deliveryFeed collects the mailbox/deliver notifications a listener's
@@ -15,7 +15,7 @@ import (
 type deliveryFeed chan delivery
 
 // handle is a dial handler; it never blocks the read loop.
-func (f deliveryFeed) handle(_ *jsonrpc2.Conn, n note) {
+func (f deliveryFeed) handle(_ *client.Client, n note) {
 	var d delivery
 	if n.Method == "mailbox/deliver" && json.Unmarshal(n.Params, &d) == nil {
 		select {
@@ -39,7 +39,7 @@ func (f deliveryFeed) next(t *testing.T) delivery {
 // openGated opens session sid on conn with limits and starts command
 // after a gate, yielded at once; it returns the start's observation and
 // the gate to release.
-func (l *listener) openGated(ctx context.Context, conn *jsonrpc2.Conn, sid string, limits map[string]any, command string) (obs, string) {
+func (l *listener) openGated(ctx context.Context, conn *client.Client, sid string, limits map[string]any, command string) (obs, string) {
 	t := l.t
 	t.Helper()
 	if err := conn.Call(ctx, "session/open", map[string]any{"sessionId": sid, "stateDir": filepath.Join(l.home, "state"), "limits": limits}, nil); err != nil {
@@ -53,7 +53,7 @@ func (l *listener) openGated(ctx context.Context, conn *jsonrpc2.Conn, sid strin
 	return o, gate
 }
 
-func ackOn(t *testing.T, ctx context.Context, conn *jsonrpc2.Conn, sid, id string) {
+func ackOn(t *testing.T, ctx context.Context, conn *client.Client, sid, id string) {
 	t.Helper()
 	if err := conn.Call(ctx, "mailbox/ack", map[string]any{"sessionId": sid, "deliveryId": id, "durable": true}, nil); err != nil {
 		t.Fatal(err)
@@ -105,7 +105,7 @@ func TestReattachAfterBackoffGetsResendAtOnce(t *testing.T) {
 	release(t, gate)
 	first := feed.next(t)
 	conn.Close()
-	if !l.stderr.waitCount("client left without shutdown", 1, waitBound) {
+	if !l.waitLog("client left without shutdown", 1) {
 		t.Fatal("the helper did not notice the disconnect")
 	}
 	// Not synchronisation but the case under test: the client comes back
@@ -133,7 +133,7 @@ func TestObservationCutOffByDisconnectClaimsNothing(t *testing.T) {
 	defer cancel()
 	sid := "cut"
 	o, gate := l.openGated(ctx, conn, sid, nil, "echo cut; echo after")
-	if _, err := conn.DispatchCall(ctx, "exec/observe", map[string]any{"sessionId": sid, "executionId": o.Facts.ExecutionID, "waitMs": 60000}); err != nil {
+	if _, err := conn.Dispatch(ctx, "exec/observe", map[string]any{"sessionId": sid, "executionId": o.Facts.ExecutionID, "waitMs": 60000}); err != nil {
 		t.Fatal(err)
 	}
 	// Requests are handled in order: once this answers, the wait is on.
@@ -141,7 +141,7 @@ func TestObservationCutOffByDisconnectClaimsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn.Close()
-	if !l.stderr.waitCount("client left without shutdown", 1, waitBound) {
+	if !l.waitLog("client left without shutdown", 1) {
 		t.Fatal("the helper did not notice the disconnect")
 	}
 	release(t, gate)

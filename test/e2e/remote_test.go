@@ -1,11 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"fmt"
-	"github.com/mevedel/mevedel-exec/process"
 	"net"
 	"os"
 	"os/exec"
@@ -18,6 +16,8 @@ import (
 	"time"
 
 	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/internal/testsupport"
+	"github.com/mevedel/mevedel-exec/process"
 	"github.com/mevedel/mevedel-exec/test/sshd"
 	"github.com/sourcegraph/jsonrpc2"
 	"golang.org/x/crypto/ssh"
@@ -141,7 +141,7 @@ func TestRemoteYieldThenPoll(t *testing.T) {
 		t.Fatalf("output before the gate: %q", out)
 	}
 	running := s.mustObserve(f.ExecutionID, nil)
-	if rf := running.Facts; rf.State != execution.Running || rf.Pid == 0 || rf.Pgid != rf.Pid || !alive(rf.Pid) {
+	if rf := running.Facts; rf.State != execution.Running || rf.Pid == 0 || rf.Pgid != rf.Pid || !testsupport.Alive(rf.Pid) {
 		t.Fatalf("running facts: %+v", rf)
 	}
 	var list struct{ Executions []execution.Facts }
@@ -243,7 +243,7 @@ func TestRemoteLingeringDescendantsCleaned(t *testing.T) {
 		t.Fatalf("want 3 pids in %q", o.Output)
 	}
 	for _, p := range pids {
-		if alive(p) {
+		if testsupport.Alive(p) {
 			t.Fatalf("descendant %d survived the shell's exit", p)
 		}
 	}
@@ -266,7 +266,7 @@ func TestRemoteStopLeavesNoSurvivor(t *testing.T) {
 	}
 	running := s.mustObserve(o.Facts.ExecutionID, nil).Facts
 	for _, p := range append(pids, running.Pid) {
-		if !alive(p) {
+		if !testsupport.Alive(p) {
 			t.Fatalf("process %d not running before the stop", p)
 		}
 	}
@@ -278,7 +278,7 @@ func TestRemoteStopLeavesNoSurvivor(t *testing.T) {
 	}
 	// Settled means nothing of it runs on the host any more.
 	for _, p := range append(pids, running.Pid) {
-		if alive(p) {
+		if testsupport.Alive(p) {
 			t.Fatalf("process %d survived the stop", p)
 		}
 	}
@@ -333,10 +333,10 @@ func TestRemoteZombieOnlyGroupSettlesAtOnce(t *testing.T) {
 		t.Fatalf("want exited 0 at once, got %+v", o)
 	}
 	// It settled while the zombie was still in the group: the case tested.
-	if st, pgrp, ok := statOf(zombie); !ok || st != 'Z' || pgrp != f.Pgid {
-		t.Fatalf("process %d: state %c group %d (%v); want a zombie of group %d", zombie, st, pgrp, ok, f.Pgid)
+	if st, ok := process.Stat(zombie); !ok || st.State != 'Z' || st.Pgrp != f.Pgid {
+		t.Fatalf("process %d: state %c group %d (%v); want a zombie of group %d", zombie, st.State, st.Pgrp, ok, f.Pgid)
 	}
-	if !alive(parent) {
+	if !testsupport.Alive(parent) {
 		t.Fatalf("the zombie's parent %d (not ours to prove) was signalled", parent)
 	}
 }
@@ -352,17 +352,6 @@ func labelled(out string) map[string]int {
 		}
 	}
 	return m
-}
-
-// statOf reads the state and process group of pid on this machine.
-func statOf(pid int) (state byte, pgrp int, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0, false
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
-	pgrp, _ = strconv.Atoi(f[2])
-	return f[0][0], pgrp, true
 }
 
 // takePid starts `sleep 1000` with pid, by setting the last pid the
@@ -418,15 +407,8 @@ func TestRemoteAmbiguousIdentityNeverSignalled(t *testing.T) {
 	t.Cleanup(func() { syscall.Kill(survivor, syscall.SIGKILL) })
 	// The leader is gone (reaped by sshd) while the execution, still
 	// stopping its survivor, probes the group.
-	deadline := time.Now().Add(waitBound)
-	for {
-		if _, err := os.Stat("/proc/" + strconv.Itoa(leader)); os.IsNotExist(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leader %d still in /proc", leader)
-		}
-		time.Sleep(5 * time.Millisecond) // polling /proc, bounded by deadline
+	if !testsupport.WaitGone(leader, waitBound) {
+		t.Fatalf("leader %d still in /proc", leader)
 	}
 	if f := s.mustObserve(o.Facts.ExecutionID, nil).Facts; f.State == execution.Settled {
 		t.Fatalf("settled before the pid was reused: %+v", f)
@@ -436,10 +418,10 @@ func TestRemoteAmbiguousIdentityNeverSignalled(t *testing.T) {
 	if f := final.Facts; f.Termination != execution.Exited || f.ExitCode == nil || *f.ExitCode != 0 {
 		t.Fatalf("final: %+v", f)
 	}
-	if !alive(impostor.Process.Pid) {
+	if !testsupport.Alive(impostor.Process.Pid) {
 		t.Fatal("the process that took the leader's pid was signalled")
 	}
-	if !alive(survivor) {
+	if !testsupport.Alive(survivor) {
 		t.Fatal("the group was signalled after its identity became ambiguous")
 	}
 }
@@ -463,7 +445,7 @@ func TestRemoteTransportLossIsUnknown(t *testing.T) {
 		f.ExitCode != nil || f.Signal != "" || !strings.Contains(f.Reason, "lost") {
 		t.Fatalf("transport loss: %+v", f)
 	}
-	if alive(leader) {
+	if testsupport.Alive(leader) {
 		t.Fatalf("the orphaned command %d still runs on the host", leader)
 	}
 
@@ -488,7 +470,7 @@ func TestRemoteTransportLossIsUnknown(t *testing.T) {
 	if f := final.Facts; !final.Final || f.Termination != execution.Unknown || f.ExitCode != nil || f.Signal != "" {
 		t.Fatalf("transport loss during a stop: %+v", final)
 	}
-	if alive(leader) {
+	if testsupport.Alive(leader) {
 		t.Fatalf("the stopped command %d still runs on the host", leader)
 	}
 }
@@ -574,7 +556,7 @@ func TestRemoteConnectNeverBlocksTheHelper(t *testing.T) {
 	done := make(chan obs, 1)
 	go func() {
 		var o obs
-		err := h.conn.Call(context.Background(), "exec/start",
+		err := h.c.Call(context.Background(), "exec/start",
 			map[string]any{"sessionId": s.id, "command": "echo never", "cwd": fmt.Sprintf("/ssh:%s@127.0.0.1#%d:/tmp", srv.User, port), "env": map[string]string{"MEVEDEL_E2E": "1"}},
 			&o, jsonrpc2.PickID(jsonrpc2.ID{Str: "slow-host", IsString: true}))
 		if err != nil {
@@ -595,7 +577,7 @@ func TestRemoteConnectNeverBlocksTheHelper(t *testing.T) {
 	if o := s.mustStart("echo local", nil); o.Output != "local\n" {
 		t.Fatalf("a local command behind the dial: %+v", o)
 	}
-	if err := h.conn.Notify(context.Background(), "$/cancelRequest", map[string]any{"id": "slow-host"}); err != nil {
+	if err := h.c.Notify(context.Background(), "$/cancelRequest", map[string]any{"id": "slow-host"}); err != nil {
 		t.Fatal(err)
 	}
 	var o obs
@@ -645,7 +627,7 @@ func TestRemoteSSHConfigAlias(t *testing.T) {
 	if _, final := s.waitFinal(o.Facts.ExecutionID, nil); final.Facts.Termination != execution.Unknown {
 		t.Fatalf("after the cut: %+v", final.Facts)
 	}
-	if alive(leader) {
+	if testsupport.Alive(leader) {
 		t.Fatalf("the orphaned command %d still runs: the cleanup did not reconnect with the alias's key", leader)
 	}
 }
@@ -760,10 +742,9 @@ func TestRemoteLostRunReclaimedOnTheHost(t *testing.T) {
 	f := h1.waitState(o.Facts.ExecutionID, execution.Running)
 	pids := append([]int{f.Pid}, pidsIn(out)...)
 	s1.checkpoint()
-	_ = h1.cmd.Process.Kill()
-	<-h1.exited
+	h1.kill()
 	for _, p := range pids {
-		if !alive(p) {
+		if !testsupport.Alive(p) {
 			t.Fatalf("remote pid %d died with the helper; the test shows nothing", p)
 		}
 	}
@@ -780,7 +761,7 @@ func TestRemoteLostRunReclaimedOnTheHost(t *testing.T) {
 		t.Fatalf("recovered %+v", r)
 	}
 	for _, p := range pids {
-		if alive(p) {
+		if testsupport.Alive(p) {
 			t.Errorf("remote pid %d survived recovery", p)
 		}
 	}

@@ -164,11 +164,11 @@ func TestSpoolGrepCancelReleasesViews(t *testing.T) {
 	o := s.mustStart(`yes 'a line of build output that never matches the pattern' | head -c 20000000`, nil)
 	done := make(chan error, 1)
 	go func() {
-		done <- h.conn.Call(context.Background(), "spool/grep",
+		done <- h.c.Call(context.Background(), "spool/grep",
 			map[string]any{"sessionId": s.id, "pattern": `(x+x+)+y`, "addresses": []string{o.Facts.OutputAddress}},
 			nil, jsonrpc2.PickID(jsonrpc2.ID{Str: "grep-1", IsString: true}))
 	}()
-	_ = h.conn.Notify(context.Background(), "$/cancelRequest", map[string]any{"id": "grep-1"})
+	_ = h.c.Notify(context.Background(), "$/cancelRequest", map[string]any{"id": "grep-1"})
 	select {
 	case err := <-done:
 		// Either it was cancelled, or it had already finished: one reply.

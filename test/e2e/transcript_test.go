@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/internal/testsupport"
 	"github.com/mevedel/mevedel-exec/transcript"
 )
 
@@ -159,7 +160,7 @@ func TestKilledHelperRunsAreLostAndReclaimed(t *testing.T) {
 	pids = append(pids, mf.Pid)
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
-	if _, err := h1.conn.DispatchCall(ctx, "exec/start", map[string]any{"sessionId": s1.id, "command": "sleep 1000", "lane": "exclusive",
+	if _, err := h1.c.Dispatch(ctx, "exec/start", map[string]any{"sessionId": s1.id, "command": "sleep 1000", "lane": "exclusive",
 		"cwd": h1.home, "env": map[string]string{"MEVEDEL_E2E": "1"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -170,10 +171,9 @@ func TestKilledHelperRunsAreLostAndReclaimed(t *testing.T) {
 		t.Fatalf("not queued: %+v", queued.Facts)
 	}
 	s1.checkpoint()
-	_ = h1.cmd.Process.Kill()
-	<-h1.exited
+	h1.kill()
 	for _, p := range pids {
-		if !alive(p) {
+		if !testsupport.Alive(p) {
 			t.Fatalf("pid %d died with the helper; the test shows nothing", p)
 		}
 	}
@@ -202,7 +202,7 @@ func TestKilledHelperRunsAreLostAndReclaimed(t *testing.T) {
 		t.Errorf("queued one: %q", r.Reason)
 	}
 	for _, p := range pids {
-		if alive(p) {
+		if testsupport.Alive(p) {
 			t.Errorf("pid %d survived recovery", p)
 		}
 	}
@@ -278,7 +278,7 @@ func TestRecoveryNeverSignalsAStranger(t *testing.T) {
 		!strings.Contains(info.Recovered[0].Reason, "not signalled") {
 		t.Fatalf("recovered %+v", info.Recovered)
 	}
-	if !alive(pid) {
+	if !testsupport.Alive(pid) {
 		t.Fatal("recovery signalled a process it could not prove was its own")
 	}
 	s := &session{h: h, id: "s", stateDir: dir, prefix: info.IDPrefix}
@@ -330,8 +330,7 @@ func TestPendingDeliverySurvivesAHelperCrash(t *testing.T) {
 	pending := s1.background("echo first; echo second; exit 4", map[string]any{"label": "Build"})
 	h1.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == pending })
 	s1.checkpoint()
-	_ = h1.cmd.Process.Kill()
-	<-h1.exited
+	h1.kill()
 
 	h2 := startHelper(t)
 	s2 := h2.openAt(dir, nil)

@@ -4,20 +4,21 @@
 package sshd
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/mevedel/mevedel-exec/internal/testsupport"
+	"github.com/mevedel/mevedel-exec/process"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -43,7 +44,7 @@ type Server struct {
 	err  error         // set before done is closed
 
 	stopOnce sync.Once
-	stderr   *lockedBuffer
+	stderr   *testsupport.Buffer
 }
 
 // Start starts sshd in a temporary directory of t and registers its
@@ -156,7 +157,7 @@ LogLevel ERROR
 	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
 		return err
 	}
-	s.stderr = &lockedBuffer{}
+	s.stderr = &testsupport.Buffer{}
 	cmd := exec.Command(Binary, "-D", "-e", "-f", cfg)
 	cmd.Stderr = s.stderr
 	// Its own group: a test's interrupt does not reach it first.
@@ -233,22 +234,15 @@ func (s *Server) Pid() int { return s.cmd.Process.Pid }
 // three a connection), not the commands they run.
 func (s *Server) Connections() []int {
 	children := map[int][]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if ppid, ok := parentOf(pid); ok {
-			children[ppid] = append(children[ppid], pid)
-		}
+	for _, p := range process.Table() {
+		children[p.PPid] = append(children[p.PPid], p.Pid)
 	}
 	var out []int
 	queue := append([]int(nil), children[s.Pid()]...)
 	for len(queue) > 0 {
 		pid := queue[0]
 		queue = queue[1:]
-		if exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe"); err != nil || exe != Binary {
+		if exe, ok := testsupport.Exe(pid); !ok || exe != Binary {
 			continue // a command, or gone
 		}
 		out = append(out, pid)
@@ -294,47 +288,5 @@ func (s *Server) kill() {
 
 // hasChildren reports whether the listener has a child, zombies included.
 func (s *Server) hasChildren() bool {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		if pid, err := strconv.Atoi(e.Name()); err == nil {
-			if ppid, ok := parentOf(pid); ok && ppid == s.Pid() {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func parentOf(pid int) (int, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
-		return 0, false
-	}
-	ppid, err := strconv.Atoi(f[1])
-	return ppid, err == nil
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	return slices.ContainsFunc(process.Table(), func(p process.Info) bool { return p.PPid == s.Pid() })
 }

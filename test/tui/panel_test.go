@@ -3,15 +3,16 @@
 package tui
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mevedel/mevedel-exec/internal/testsupport"
 )
 
 // waitBound bounds every wait of this test; it is never a sleep.
@@ -33,10 +34,8 @@ func TestPanelOnScreen(t *testing.T) {
 	bin := filepath.Join(dir, "mevedel-exec")
 	// The helper is built with the race detector, as in test/e2e; its
 	// stderr is checked below.
-	build := exec.Command("go", "build", "-race", "-o", bin, "./cmd/mevedel-exec")
-	build.Dir = filepath.Join("..", "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the helper: %v\n%s", err, out)
+	if err := testsupport.BuildHelper(context.Background(), bin, true); err != nil {
+		t.Fatal(err)
 	}
 
 	art := filepath.Join(dir, "art")
@@ -51,11 +50,10 @@ func TestPanelOnScreen(t *testing.T) {
 		// Whatever happened, no tmux server, Emacs, helper or command of
 		// this run survives it.
 		exec.Command("tmux", "-S", filepath.Join(art, "tmux.sock"), "kill-server").Run()
-		if left := waitGone(home, 10*time.Second); len(left) > 0 {
-			for pid := range left {
-				if p, err := os.FindProcess(pid); err == nil {
-					p.Kill()
-				}
+		var left []testsupport.Proc
+		if !testsupport.Poll(10*time.Second, func() bool { left = testsupport.UnderHome(home, false); return len(left) == 0 }) {
+			for _, p := range left {
+				_ = syscall.Kill(p.Pid, syscall.SIGKILL)
 			}
 			t.Errorf("processes left behind: %v", left)
 		}
@@ -187,43 +185,4 @@ func dump(dir string) string {
 		}
 	}
 	return b.String()
-}
-
-// waitGone waits up to bound for every process whose environment has
-// HOME=home to exit, and returns those left: pid to command line.
-func waitGone(home string, bound time.Duration) map[int]string {
-	deadline := time.Now().Add(bound)
-	for {
-		left := withHome(home)
-		if len(left) == 0 || time.Now().After(deadline) {
-			return left
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// withHome lists the processes whose environment has HOME=home. Every
-// process of a run has it: panel.sh exports it before starting tmux.
-func withHome(home string) map[int]string {
-	want := []byte("HOME=" + home)
-	found := map[int]string{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil {
-			continue // gone, or not ours to read
-		}
-		for _, kv := range bytes.Split(env, []byte{0}) {
-			if bytes.Equal(kv, want) {
-				cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-				found[pid] = string(bytes.ReplaceAll(bytes.TrimRight(cmdline, "\x00"), []byte{0}, []byte{' '}))
-				break
-			}
-		}
-	}
-	return found
 }

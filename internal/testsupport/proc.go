@@ -1,0 +1,117 @@
+package testsupport
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mevedel/mevedel-exec/internal/statedir"
+
+	"github.com/mevedel/mevedel-exec/process"
+)
+
+// Alive reports whether pid is a process that can still run (not a
+// zombie, not gone).
+func Alive(pid int) bool {
+	p, ok := process.Stat(pid)
+	return ok && p.Alive()
+}
+
+// Proc is a live process a scan found, for a report.
+type Proc struct {
+	Pid     int
+	Cmdline string
+}
+
+func (p Proc) String() string { return fmt.Sprintf("%d %q", p.Pid, p.Cmdline) }
+
+// tagVar is the variable every process of an execution inherits.
+const tagVar = statedir.TagVar + "="
+
+// UnderHome lists the live processes whose environment has HOME=home,
+// and with tagged only those that also carry an execution tag. Tests give
+// each helper a private HOME, so after that helper (or everything a test
+// started with that HOME) is gone, any of them is a leak, and tests
+// running at the same time elsewhere do not count.
+func UnderHome(home string, tagged bool) []Proc {
+	var out []Proc
+	for _, p := range process.Table() {
+		if !p.Alive() {
+			continue
+		}
+		env, ok := process.Environ(p.Pid)
+		if !ok || !slices.Contains(env, "HOME="+home) {
+			continue
+		}
+		if tagged && !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, tagVar) }) {
+			continue
+		}
+		out = append(out, Proc{p.Pid, Cmdline(p.Pid)})
+	}
+	return out
+}
+
+// Cmdline is pid's command line, arguments joined by spaces ("" when
+// gone or a zombie).
+func Cmdline(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return string(bytes.ReplaceAll(bytes.TrimRight(b, "\x00"), []byte{0}, []byte{' '}))
+}
+
+// Exe is the path of pid's executable.
+func Exe(pid int) (string, bool) {
+	p, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	return p, err == nil
+}
+
+// PeakRSS is pid's peak resident set size in bytes (VmHWM).
+func PeakRSS(pid int) (int64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(rest)
+			if len(f) != 2 || f[1] != "kB" {
+				break
+			}
+			kb, err := strconv.ParseInt(f[0], 10, 64)
+			if err != nil {
+				break
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+}
+
+// Poll checks done until it holds or bound passes, and reports whether it
+// held. Only for what nothing announces (a pid leaving /proc, a process
+// exiting that is not ours to wait for): the pause between checks grows
+// to 50 ms, and bound only limits the wait.
+func Poll(bound time.Duration, done func() bool) bool {
+	deadline := time.Now().Add(bound)
+	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
+		if done() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(delay) // polling, bounded by deadline
+	}
+}
+
+// WaitGone waits up to bound for pid to leave /proc: exited and reaped,
+// not merely a zombie.
+func WaitGone(pid int, bound time.Duration) bool {
+	return Poll(bound, func() bool {
+		_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+		return os.IsNotExist(err)
+	})
+}
