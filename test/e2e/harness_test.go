@@ -5,11 +5,13 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -381,4 +383,20 @@ func pidsIn(out string) []int {
 		}
 	}
 	return pids
+}
+
+// The helper under test is a strict build: an illegal move of an
+// execution's state machines panics there (and the test that caused it
+// fails on the panic in the helper's stderr) instead of being refused.
+func TestHelperUnderTestIsStrict(t *testing.T) {
+	info, err := buildinfo.ReadFile(helperBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range info.Settings {
+		if s.Key == "-tags" && slices.Contains(strings.Split(s.Value, ","), "strict") {
+			return
+		}
+	}
+	t.Fatalf("helper built without -tags strict: %v", info.Settings)
 }
