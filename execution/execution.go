@@ -31,7 +31,10 @@ type Execution struct {
 	ticket    *ticket      // immutable
 	sp        *spool.Spool // immutable
 	grace     time.Duration
-	toolUseID string // immutable
+	toolUseID string        // immutable
+	kind      Kind          // immutable
+	timeout   time.Duration // immutable; 0: none
+	scratch   string        // immutable; the scratch directory, "" when none
 	monitor   *Monitor
 	remote    *remoteExec   // immutable; set for a command on an SSH host
 	inputs    chan inputReq // immutable; queued terminal input

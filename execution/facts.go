@@ -2,6 +2,8 @@ package execution
 
 import (
 	"time"
+
+	"github.com/mevedel/mevedel-exec/internal/fault"
 )
 
 // State is where an execution is in its life.
@@ -70,6 +72,31 @@ func Classify(t Termination, exitCode *int) (Outcome, Status) {
 	}
 }
 
+// Kind says what an execution is for. Only a bash command yields and makes
+// a breadcrumb; one-shots, helpers and evals run to their end.
+type Kind string
+
+const (
+	KindBash    Kind = "bash"
+	KindOneShot Kind = "one-shot"
+	KindHelper  Kind = "helper"
+	KindEval    Kind = "eval"
+)
+
+// valid returns k, KindBash for "", or an error for an unknown kind.
+func (k Kind) valid() (Kind, error) {
+	switch k {
+	case "":
+		return KindBash, nil
+	case KindBash, KindOneShot, KindHelper, KindEval:
+		return k, nil
+	}
+	return "", fault.New(fault.InvalidParams, "kind must be %q, %q, %q or %q, got %q", KindBash, KindOneShot, KindHelper, KindEval, k)
+}
+
+// Yields reports whether an execution of kind k may yield.
+func (k Kind) Yields() bool { return k == KindBash || k == "" }
+
 // Lane is the scheduling lane an execution runs in.
 type Lane string
 
@@ -109,6 +136,8 @@ type Facts struct {
 	SessionID     string      `json:"sessionId"`
 	Owner         string      `json:"owner"`
 	Command       string      `json:"command"`
+	Argv          []string    `json:"argv,omitempty"`
+	Kind          Kind        `json:"kind"`
 	Label         string      `json:"label,omitempty"`
 	ToolUseID     string      `json:"toolUseId,omitempty"`
 	Cwd           string      `json:"cwd"`
@@ -135,6 +164,8 @@ type Facts struct {
 	Pid           int         `json:"pid,omitempty"`
 	Pgid          int         `json:"pgid,omitempty"`
 	MonitorID     string      `json:"monitorId,omitempty"`
+	ScratchDir    string      `json:"scratchDir,omitempty"`
+	TimeoutMs     int64       `json:"timeoutMs,omitempty"`
 	// PublishedPath is where a remote execution's output is published on
 	// its target (target-native path).
 	PublishedPath string `json:"publishedPath,omitempty"`

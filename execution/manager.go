@@ -193,6 +193,7 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 		env:      process.NewLoginEnv(life, m.bash),
 		execs:    map[string]*Execution{},
 		owners:   rec.owners,
+		unknown:  rec.unknown,
 		dir:      spool.NewDir(stateDir),
 		retireQ:  make(chan string),
 		monitors: map[string]*Monitor{},

@@ -43,6 +43,7 @@ type MonitorInfo struct {
 // MonitorParams are the inputs of monitor/start.
 type MonitorParams struct {
 	Command    string
+	Argv       []string
 	Cwd        string
 	Label      string
 	Filter     string
@@ -98,10 +99,13 @@ func (s *Session) StartMonitor(c Caller, p MonitorParams) (*Monitor, error) {
 	label := p.Label
 	if label == "" {
 		label = p.Command
+		if len(p.Argv) > 0 {
+			label = shellWords(p.Argv)
+		}
 	}
 	m := &Monitor{s: s, filter: re, filterText: p.Filter, persistent: p.Persistent}
 	// A monitor watches; it never holds the exclusive lane.
-	e, err := s.start(c, StartParams{Command: p.Command, Cwd: p.Cwd, Label: label, Lane: LaneRead, Env: p.Env}, m)
+	e, err := s.start(c, StartParams{Command: p.Command, Argv: p.Argv, Cwd: p.Cwd, Label: label, Lane: LaneRead, Env: p.Env}, m)
 	if err != nil {
 		return nil, err
 	}

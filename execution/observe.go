@@ -40,6 +40,9 @@ func (e *Execution) yield() bool {
 // (nil: no deadline). A cancelled request before yield aborts the
 // execution; after the yield the execution no longer listens to it.
 func (e *Execution) awaitStart(ctx context.Context, yield *time.Duration, maxChars int) Observation {
+	if !e.kind.Yields() {
+		yield = nil // one-shots, helpers and evals run to their end
+	}
 	var deadline <-chan time.Time
 	if yield != nil {
 		t := time.NewTimer(*yield)

@@ -27,6 +27,7 @@ type recovery struct {
 	recovered []Facts           // executions marked lost now
 	owed      []pendingDelivery // deliveries left pending
 	owners    map[string]string // owner of every execution the journal knows
+	unknown   []Facts           // unknown outcomes nobody acknowledged
 }
 
 // pendingDelivery is a delivery a previous helper left pending: the final
@@ -75,9 +76,16 @@ func openJournal(l statedir.Layout, onHost remoteKill) (*recovery, error) {
 	}
 	rec := &recovery{journal: j, recovered: []Facts{}, owners: map[string]string{}}
 	deadline := time.Now().Add(reclaimBudget)
+	var settled []Facts
 	for _, r := range j.Latest() {
 		if r.Owner != "" {
 			rec.owners[r.ExecutionID] = r.Owner
+		}
+		if r.Type == transcript.TypeSettled {
+			var f Facts
+			if json.Unmarshal(r.Facts, &f) == nil {
+				settled = append(settled, f)
+			}
 		}
 		if r.Type == transcript.TypeSettled && r.Attrs["delivery"] == "pending" {
 			var f Facts
@@ -119,6 +127,20 @@ func openJournal(l statedir.Layout, onHost remoteKill) (*recovery, error) {
 		}
 		rec.recovered = append(rec.recovered, f)
 	}
+	acked := map[string]bool{}
+	for since := uint64(0); ; {
+		recs, next, err := j.Records(since, 1000)
+		if err != nil || len(recs) == 0 {
+			break
+		}
+		for _, r := range recs {
+			if r.Type == transcript.TypeAcknowledged {
+				acked[r.ExecutionID] = true
+			}
+		}
+		since = next
+	}
+	rec.unknown = unknownFrom(settled, acked)
 	// Each open starts from a compact journal: the latest facts of every
 	// execution and every breadcrumb and notice, so it grows with the
 	// executions, not with their updates.

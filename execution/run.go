@@ -46,6 +46,14 @@ func (e *Execution) run() {
 	if e.remote != nil {
 		e.remote.pub.start(e)
 	}
+	if e.timeout > 0 {
+		// From the start of the command, whatever happens to the request
+		// that started it (a yield, a cancel): a stop like any other.
+		t := time.AfterFunc(e.timeout, func() {
+			e.cancel(&stopCause{term: TimedOut, reason: fmt.Sprintf("the command ran for its timeout of %v", e.timeout)})
+		})
+		defer t.Stop()
+	}
 
 	var yielded bool
 	e.update(func(st *execState) {
@@ -235,6 +243,9 @@ func (e *Execution) progress(quiet <-chan struct{}) {
 // when the shell never ran.
 func (e *Execution) settle(exit *process.Exit, cause *stopCause) {
 	_ = e.sp.Close()
+	// Gone before anyone can see the end: no final observation or delivery
+	// of a command that had a scratch directory finds it still there.
+	removeScratch(e.scratch)
 	var final Facts
 	var owed bool
 	e.update(func(st *execState) {

@@ -48,6 +48,10 @@ type Session struct {
 	discarded int
 	monitors  map[string]*Monitor // guarded by mu
 	monitorN  int                 // guarded by mu
+	// unknown holds the final facts of executions whose outcome could not
+	// be proven (a lost SSH transport), until the person acknowledges
+	// them; guarded by mu.
+	unknown []Facts
 
 	mail *mailbox  // immutable
 	att  attention // wake marks
@@ -71,13 +75,19 @@ const MaxCommandBytes = 256 << 10
 
 // StartParams are the inputs of exec/start that shape the execution.
 type StartParams struct {
-	Command   string
+	Command   string   // run by bash -c; exclusive with Argv
+	Argv      []string // run directly, no shell
 	Cwd       string
 	TTY       bool
-	Lane      Lane // "" decides by analysis
+	Lane      Lane  // "" decides by ReadOnly, else by analysis
+	ReadOnly  *bool // the caller's lane decision: true read, false exclusive
 	Env       map[string]string
 	Label     string
 	ToolUseID string
+	Stdin     *string       // written to stdin, which is then closed
+	Timeout   time.Duration // 0: none; past it the execution is stopped (timed-out)
+	Scratch   bool          // a private scratch directory, the cwd unless Cwd is set
+	Kind      Kind          // "" is KindBash
 
 	remote *remoteExec // set by StartAndAwait for a TRAMP cwd
 }
@@ -90,37 +100,57 @@ func (s *Session) Start(c Caller, p StartParams) (*Execution, error) {
 
 // start registers an execution; mon is set for a monitor's own command.
 func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, error) {
-	if strings.TrimSpace(p.Command) == "" {
-		return nil, fault.New(fault.InvalidParams, "command is empty")
+	command, script, err := p.commandText()
+	if err != nil {
+		return nil, err
 	}
-	if len(p.Command) > MaxCommandBytes {
-		return nil, fault.New(fault.InvalidParams, "command is %d bytes; the limit is %d (put a long script in a file)", len(p.Command), MaxCommandBytes)
+	kind, err := p.Kind.valid()
+	if err != nil {
+		return nil, err
+	}
+	if p.Timeout < 0 {
+		return nil, fault.New(fault.InvalidParams, "timeoutMs must not be negative")
+	}
+	if p.Stdin != nil && p.remote != nil {
+		return nil, fault.New(fault.InvalidParams, "stdin is not supported on an SSH target yet: put the input in a file on the host")
+	}
+	if p.Scratch && p.remote != nil {
+		return nil, fault.New(fault.InvalidParams, "scratch is only supported on this machine, not on an SSH target")
 	}
 	cwd := p.Cwd
-	if cwd == "" {
+	if cwd == "" && !p.Scratch {
 		cwd = envlist.Value(os.Environ(), "HOME")
 	}
-	if !filepath.IsAbs(cwd) {
+	if cwd != "" && !filepath.IsAbs(cwd) {
 		return nil, fault.New(fault.InvalidParams, "cwd must be an absolute path, got %q", p.Cwd)
 	}
 	target, err := p.target(cwd)
 	if err != nil {
 		return nil, err
 	}
-	an := analyze.Command(p.Command)
-	if an.Class == analyze.Refused {
+	// What a shell would run is analysed: the command, or the script of an
+	// argv that runs a shell with -c; a plain argv has no shell to
+	// background anything, so only its lane is classified.
+	an := analyze.Command(script)
+	if an.Class == analyze.Refused && (len(p.Argv) == 0 || shellScript(p.Argv) != "") {
 		return nil, fault.New(fault.Refused, "shell backgrounding is not allowed (%s): run the command in the foreground and pass yieldMs to let it continue in the background", strings.Join(an.Reasons, "; "))
 	}
 	lane := p.Lane
-	switch lane {
-	case "":
+	switch {
+	case lane == "" && p.ReadOnly != nil:
+		lane = LaneExclusive
+		if *p.ReadOnly {
+			lane = LaneRead
+		}
+	case lane == "":
 		lane = LaneExclusive
 		if an.Class == analyze.ReadOnly {
 			lane = LaneRead
 		}
-	case LaneRead, LaneExclusive:
-	default:
+	case lane != LaneRead && lane != LaneExclusive:
 		return nil, fault.New(fault.InvalidParams, "lane must be %q or %q, got %q", LaneRead, LaneExclusive, lane)
+	case p.ReadOnly != nil && *p.ReadOnly != (lane == LaneRead):
+		return nil, fault.New(fault.InvalidParams, "readOnly %v contradicts lane %q", *p.ReadOnly, lane)
 	}
 	env := make([]string, 0, len(p.Env))
 	for k, v := range p.Env {
@@ -145,11 +175,29 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 	if live >= s.limits.MaxLive {
 		return nil, fault.New(fault.Limit, "session %s already has %d live executions (the limit); stop one or wait for one to end", s.id, live)
 	}
+	if u := s.unknown; len(u) > 0 && lane != LaneRead {
+		return nil, fault.New(fault.Refused, "execution %s on %s ended with an unknown outcome (%s): whether it ran cannot be proven, so commands that may change something are refused until the person acknowledges it (session/acknowledgeUnknown); read-only commands still run",
+			u[len(u)-1].ExecutionID, u[len(u)-1].Target, u[len(u)-1].Reason)
+	}
 	s.counter++
 	id := statedir.ExecutionID(s.prefix, s.counter)
+	scratch := ""
+	if p.Scratch {
+		if scratch, err = s.stateDir.MakeScratch(id); err != nil {
+			return nil, err
+		}
+		if cwd == "" {
+			cwd = scratch
+		}
+	}
 	sp, err := spool.Create(s.stateDir.LogPath(id), s.limits.OutputLimitBytes)
 	if err != nil {
+		removeScratch(scratch)
 		return nil, err
+	}
+	var stdin []byte
+	if p.Stdin != nil && !p.TTY {
+		stdin = []byte(*p.Stdin)
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	now := time.Now()
@@ -159,7 +207,10 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 		owner:     c.owner(),
 		label:     p.Label,
 		remote:    p.remote,
-		spec:      process.Spec{Command: p.Command, Dir: cwd, Env: env, TTY: p.TTY, Tag: statedir.Tag(id)},
+		spec:      process.Spec{Command: p.Command, Argv: p.Argv, Stdin: stdin, Dir: cwd, Env: env, TTY: p.TTY, Tag: statedir.Tag(id)},
+		kind:      kind,
+		timeout:   p.Timeout,
+		scratch:   scratch,
 		sp:        sp,
 		grace:     time.Duration(s.limits.GraceMs) * time.Millisecond,
 		toolUseID: p.ToolUseID,
@@ -176,7 +227,9 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 			ExecutionID:   id,
 			SessionID:     s.id,
 			Owner:         c.owner(),
-			Command:       p.Command,
+			Command:       command,
+			Argv:          p.Argv,
+			Kind:          kind,
 			Label:         p.Label,
 			ToolUseID:     p.ToolUseID,
 			Cwd:           cwd,
@@ -186,8 +239,14 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 			TTY:           p.TTY,
 			QueuedAt:      stamp(now),
 			OutputAddress: statedir.LogAddress(id),
+			ScratchDir:    scratch,
+			TimeoutMs:     p.Timeout.Milliseconds(),
 			Version:       1,
 		},
+	}
+	if p.Stdin != nil && p.TTY {
+		// Typed into the terminal once it runs, like input sent then.
+		e.inputs <- inputReq{data: []byte(*p.Stdin), done: make(chan error, 1)}
 	}
 	if mon != nil {
 		s.monitorN++
@@ -330,11 +389,12 @@ func (s *Session) Interrupt(c Caller, id string) (Facts, error) {
 }
 
 // List returns live executions visible to c: under model authority the
-// owner's yielded ones, under user authority all, ordered by start.
+// owner's yielded ones and its one-shots, helpers and evals, under user
+// authority all, ordered by start.
 func (s *Session) List(c Caller) []Facts {
 	out := []Facts{}
 	for _, f := range s.Live() {
-		if c.User || (f.Owner == c.owner() && f.Yielded) {
+		if c.User || (f.Owner == c.owner() && (f.Yielded || !f.Kind.Yields())) {
 			out = append(out, f)
 		}
 	}
@@ -448,6 +508,11 @@ func (s *Session) Wait() {
 
 // settled is called once per execution, after its facts became final.
 func (s *Session) settled(e *Execution, f Facts) {
+	if f.Termination == Unknown {
+		s.mu.Lock()
+		s.unknown = append(s.unknown, f)
+		s.mu.Unlock()
+	}
 	s.m.events.Settled(f)
 	s.changed()
 	retain := time.Duration(s.limits.RetainMs) * time.Millisecond
@@ -481,4 +546,95 @@ func (s *Session) settled(e *Execution, f Facts) {
 
 func (s *Session) changed() {
 	s.m.events.Changed(s)
+}
+
+// commandText checks that exactly one of Command and Argv is given and
+// returns the command as facts show it and the script a shell would run
+// (what analysis reads).
+func (p StartParams) commandText() (command, script string, err error) {
+	switch {
+	case len(p.Argv) > 0 && p.Command != "":
+		return "", "", fault.New(fault.InvalidParams, "give either command or argv, not both")
+	case len(p.Argv) > 0:
+		size := 0
+		for i, a := range p.Argv {
+			if strings.ContainsRune(a, 0) {
+				return "", "", fault.New(fault.InvalidParams, "argv[%d] contains a NUL byte", i)
+			}
+			size += len(a)
+		}
+		if p.Argv[0] == "" {
+			return "", "", fault.New(fault.InvalidParams, "argv[0] is empty")
+		}
+		if size > MaxCommandBytes {
+			return "", "", fault.New(fault.InvalidParams, "argv is %d bytes; the limit is %d", size, MaxCommandBytes)
+		}
+		command = shellWords(p.Argv)
+		if s := shellScript(p.Argv); s != "" {
+			return command, s, nil
+		}
+		return command, command, nil
+	case strings.TrimSpace(p.Command) == "":
+		return "", "", fault.New(fault.InvalidParams, "command is empty (give command, or argv)")
+	case len(p.Command) > MaxCommandBytes:
+		return "", "", fault.New(fault.InvalidParams, "command is %d bytes; the limit is %d (put a long script in a file)", len(p.Command), MaxCommandBytes)
+	}
+	return p.Command, p.Command, nil
+}
+
+// shellScript returns the script of an argv that runs a shell with -c
+// (bash -c SCRIPT, sh -lc SCRIPT, ...), "" otherwise.
+func shellScript(argv []string) string {
+	switch filepath.Base(argv[0]) {
+	case "bash", "sh", "dash", "zsh", "ksh", "mksh", "ash":
+	default:
+		return ""
+	}
+	for i := 1; i < len(argv)-1; i++ {
+		a := argv[i]
+		if !strings.HasPrefix(a, "-") || a == "--" {
+			return ""
+		}
+		if !strings.HasPrefix(a, "--") && strings.ContainsRune(a, 'c') {
+			return argv[i+1]
+		}
+	}
+	return ""
+}
+
+// shellWords joins argv into one line a shell would split back into the
+// same words, for facts and labels.
+func shellWords(argv []string) string {
+	words := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && strings.IndexFunc(a, func(r rune) bool {
+			return !(r == '/' || r == '.' || r == '-' || r == '_' || r == '=' || r == ':' || r == ',' || r == '+' || r == '@' ||
+				('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9'))
+		}) < 0 {
+			words[i] = a
+			continue
+		}
+		words[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(words, " ")
+}
+
+// removeScratch removes a scratch directory and everything in it, even
+// what the command made read-only inside.
+func removeScratch(dir string) {
+	if dir == "" {
+		return
+	}
+	if err := os.RemoveAll(dir); err == nil {
+		return
+	}
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	if err := os.RemoveAll(dir); err != nil {
+		logf("removing scratch directory %s: %v", dir, err)
+	}
 }

@@ -7,10 +7,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 
 	"github.com/creack/pty"
+	"github.com/mevedel/mevedel-exec/internal/envlist"
 	"golang.org/x/sys/unix"
 )
 
@@ -49,6 +52,14 @@ func (l *Local) Start(ctx context.Context, spec Spec) (Process, error) {
 		return nil, fmt.Errorf("working directory %s is not a directory", spec.Dir)
 	}
 	cmd := exec.Command(bash, "-c", spec.Command)
+	if len(spec.Argv) > 0 {
+		path, err := lookPathIn(spec.Argv[0], envlist.Value(env, "PATH"), spec.Dir)
+		if err != nil {
+			return nil, err
+		}
+		cmd = exec.Command(path, spec.Argv[1:]...)
+		cmd.Args[0] = spec.Argv[0]
+	}
 	cmd.Dir = spec.Dir
 	cmd.Env = append(env[:len(env):len(env)], spec.Tag)
 	p := &localProcess{cmd: cmd, tag: spec.Tag, tty: spec.TTY}
@@ -79,22 +90,30 @@ func (l *Local) Start(ctx context.Context, spec Spec) (Process, error) {
 			return nil, fmt.Errorf("output pipe: %w", err)
 		}
 		_, _ = unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, pipeSize)
-		null, err := os.Open(os.DevNull)
+		in, feed, err := stdinFor(spec.Stdin)
 		if err != nil {
 			pr.Close()
 			pw.Close()
 			return nil, err
 		}
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = null, pw, pw
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = in, pw, pw
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		err = Spawn(cmd)
 		pw.Close()
-		null.Close()
+		in.Close()
 		if err != nil {
 			pr.Close()
+			if feed != nil {
+				feed.Close()
+			}
 			return nil, err
 		}
 		p.out = pr
+		if feed != nil {
+			p.feed = feed
+			p.fed = make(chan struct{})
+			go p.writeStdin(spec.Stdin)
+		}
 	}
 	p.pid = cmd.Process.Pid
 	// Descendants start no earlier than the shell; 0 if it already left.
@@ -127,6 +146,10 @@ type localProcess struct {
 	tty   bool     // immutable
 	start uint64   // immutable; the shell's start time, clock ticks
 	out   *os.File // pipe read end or pty master
+	// feed is the write end of a stdin pipe with data to write, or nil;
+	// fed is closed once the writer goroutine is done with it.
+	feed *os.File
+	fed  chan struct{}
 
 	mu     sync.Mutex
 	exited bool // guarded by mu; Wait has returned
@@ -218,8 +241,62 @@ func (p *localProcess) Write(b []byte) (int, error) {
 	return n, err
 }
 
-func (p *localProcess) CloseOutput() error { return p.out.Close() }
+// CloseOutput also ends a stdin write the command never read to its end
+// (an escaped process may hold stdin open forever).
+func (p *localProcess) CloseOutput() error {
+	if p.feed != nil {
+		p.feed.Close()
+		<-p.fed
+	}
+	return p.out.Close()
+}
 
+// writeStdin writes data to the command's stdin and closes it; a command
+// that exits without reading it all ends the write (EPIPE), as does
+// CloseOutput.
+func (p *localProcess) writeStdin(data []byte) {
+	defer close(p.fed)
+	_, _ = p.feed.Write(data)
+	p.feed.Close()
+}
+
+// stdinFor returns the command's stdin: /dev/null, or the read end of a
+// pipe whose write end (feed) is returned for data.
+func stdinFor(data []byte) (in, feed *os.File, err error) {
+	if data == nil {
+		in, err = os.Open(os.DevNull)
+		return in, nil, err
+	}
+	in, feed, err = os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("stdin pipe: %w", err)
+	}
+	return in, feed, nil
+}
+
+// lookPathIn finds an argv's program the way the command's own shell
+// would: a name with a slash as it is (relative to dir), else on path.
+func lookPathIn(name, path, dir string) (string, error) {
+	if strings.Contains(name, "/") {
+		if !filepath.IsAbs(name) {
+			name = filepath.Join(dir, name)
+		}
+		return name, nil
+	}
+	for _, d := range filepath.SplitList(path) {
+		if d == "" {
+			d = "."
+		}
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(dir, d)
+		}
+		c := filepath.Join(d, name)
+		if fi, err := os.Stat(c); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return c, nil
+		}
+	}
+	return "", fmt.Errorf("%s: not found on PATH", name)
+}
 // ptyReader turns the EIO a pty master returns once the terminal's last
 // holder is gone into EOF, and a read on a closed file into EOF as well.
 type ptyReader struct{ f *os.File }

@@ -17,8 +17,15 @@ type Runner interface {
 
 // Spec is what a runner needs to start one command.
 type Spec struct {
-	Command string // run as bash -c Command
-	Dir     string // working directory on the target
+	Command string // run as bash -c Command, unless Argv is set
+	// Argv, when set, is run directly: Argv[0] looked up on the
+	// command's own PATH, no shell.
+	Argv []string
+	// Stdin, when not nil, is written to the command's stdin, which is
+	// then closed (pipe mode; a tty command's input goes through Write).
+	// Without it stdin is /dev/null.
+	Stdin []byte
+	Dir   string // working directory on the target
 	// Env is laid over the target's login environment, KEY=value.
 	Env []string
 	TTY bool   // give the command a pty; stdin stays writable

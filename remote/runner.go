@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log"
+	"strings"
 
 	"github.com/mevedel/mevedel-exec/process"
 )
@@ -28,7 +29,19 @@ type Runner struct {
 // fails), it starts from the one sshd gives, as a local command would from
 // the helper's own.
 func (r Runner) Start(ctx context.Context, spec process.Spec) (process.Process, error) {
+	if spec.Stdin != nil {
+		return nil, errors.New("remote: stdin data is not supported on SSH targets")
+	}
 	ls := launchSpec{Spec: spec}
+	if len(spec.Argv) > 0 {
+		// The host runs every command through its wrapper's bash: an argv
+		// becomes one exec of its words, quoted, so no word is a shell's.
+		words := make([]string, len(spec.Argv))
+		for i, w := range spec.Argv {
+			words[i] = shq(w)
+		}
+		ls.Command = "exec " + strings.Join(words, " ")
+	}
 	env, err := r.Pool.LoginEnv(ctx, r.Target)
 	switch {
 	case err == nil:

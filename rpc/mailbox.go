@@ -13,7 +13,7 @@ func (s *Server) monitorStart(req *jsonrpc2.Request, r *reply) {
 		return
 	}
 	m, err := sess.StartMonitor(c, execution.MonitorParams{
-		Command: p.Command, Cwd: p.Cwd, Label: p.Label, Filter: p.Filter,
+		Command: p.Command, Argv: p.Argv, Cwd: p.Cwd, Label: p.Label, Filter: p.Filter,
 		Persistent: p.Persistent, TimeoutMs: p.TimeoutMs, Env: p.Env,
 	})
 	if err != nil {

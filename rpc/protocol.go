@@ -93,11 +93,17 @@ type SessionCloseResult struct {
 type ExecStartParams struct {
 	SessionID string `json:"sessionId"`
 	Authority
-	Command        string            `json:"command"`
+	Command        string            `json:"command,omitempty"`
+	Argv           []string          `json:"argv,omitempty"`
+	Stdin          *string           `json:"stdin,omitempty"`
 	Cwd            string            `json:"cwd,omitempty"`
 	YieldMs        *int64            `json:"yieldMs,omitempty"`
+	TimeoutMs      *int64            `json:"timeoutMs,omitempty"`
 	TTY            bool              `json:"tty,omitempty"`
 	Lane           execution.Lane    `json:"lane,omitempty"`
+	ReadOnly       *bool             `json:"readOnly,omitempty"`
+	Scratch        bool              `json:"scratch,omitempty"`
+	Kind           execution.Kind    `json:"kind,omitempty"`
 	Env            map[string]string `json:"env,omitempty"`
 	Label          string            `json:"label,omitempty"`
 	ToolUseID      string            `json:"toolUseId,omitempty"`
@@ -221,7 +227,8 @@ type Empty struct{}
 type MonitorStartParams struct {
 	SessionID string `json:"sessionId"`
 	Authority
-	Command    string            `json:"command"`
+	Command    string            `json:"command,omitempty"`
+	Argv       []string          `json:"argv,omitempty"`
 	Cwd        string            `json:"cwd,omitempty"`
 	Label      string            `json:"label,omitempty"`
 	Filter     string            `json:"filter,omitempty"`

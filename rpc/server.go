@@ -213,6 +213,9 @@ func (s *Server) cancellable(id jsonrpc2.ID) context.Context {
 // year, as good as forever.
 const maxWaitMs = 365 * 24 * 3600 * 1000
 
+// maxTimeoutMs bounds timeoutMs the same way: a year is as good as none.
+const maxTimeoutMs = maxWaitMs
+
 var (
 	errCancelled    = errors.New("request cancelled by the client")
 	errDisconnected = execution.ErrCallerGone
@@ -287,9 +290,11 @@ func init() {
 		MethodOwnerAttend:   (*Server).ownerAttend,
 		MethodMailboxAck:    (*Server).mailboxAck,
 
-		MethodTranscriptRecords:    (*Server).transcriptRecords,
-		MethodTranscriptCheckpoint: (*Server).transcriptCheckpoint,
-		MethodSessionCanRewind:     (*Server).sessionCanRewind,
+		MethodTranscriptRecords:         (*Server).transcriptRecords,
+		MethodTranscriptCheckpoint:      (*Server).transcriptCheckpoint,
+		MethodSessionCanRewind:          (*Server).sessionCanRewind,
+		MethodSessionUnknownOutcome:     (*Server).sessionUnknownOutcome,
+		MethodSessionAcknowledgeUnknown: (*Server).sessionAcknowledgeUnknown,
 	}
 }
 
@@ -437,9 +442,18 @@ func (s *Server) execStart(req *jsonrpc2.Request, r *reply) {
 			yield = &d
 		}
 	}
+	var timeout time.Duration
+	if p.TimeoutMs != nil {
+		if *p.TimeoutMs <= 0 {
+			r.fail(fault.New(fault.InvalidParams, "timeoutMs must be positive"))
+			return
+		}
+		timeout = time.Duration(min(*p.TimeoutMs, maxTimeoutMs)) * time.Millisecond
+	}
 	ctx := s.cancellable(req.ID)
 	sess.StartAndAwait(ctx, c, execution.StartParams{
-		Command: p.Command, Cwd: p.Cwd, TTY: p.TTY, Lane: p.Lane, Env: p.Env, Label: p.Label, ToolUseID: p.ToolUseID,
+		Command: p.Command, Argv: p.Argv, Stdin: p.Stdin, Cwd: p.Cwd, TTY: p.TTY, Lane: p.Lane, ReadOnly: p.ReadOnly,
+		Env: p.Env, Label: p.Label, ToolUseID: p.ToolUseID, Timeout: timeout, Scratch: p.Scratch, Kind: p.Kind,
 	}, yield, p.MaxOutputChars, func(o execution.Observation, err error) { r.answer(o, err) })
 }
 

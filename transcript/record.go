@@ -9,12 +9,13 @@ import (
 
 // Record types.
 const (
-	TypeRow        = "row"        // an execution started: facts at start, group leader
-	TypeSettled    = "settled"    // it settled: final facts
-	TypeBreadcrumb = "breadcrumb" // the one completion line of a yielded execution
-	TypeNotice     = "notice"     // a forwarded completion or a monitor's end
-	TypeLost       = "lost"       // no terminal evidence after a restart: final facts
-	TypeRetire     = "retire"     // the person retired an owner's attention up to a frontier
+	TypeRow          = "row"          // an execution started: facts at start, group leader
+	TypeSettled      = "settled"      // it settled: final facts
+	TypeBreadcrumb   = "breadcrumb"   // the one completion line of a yielded execution
+	TypeNotice       = "notice"       // a forwarded completion or a monitor's end
+	TypeLost         = "lost"         // no terminal evidence after a restart: final facts
+	TypeRetire       = "retire"       // the person retired an owner's attention up to a frontier
+	TypeAcknowledged = "acknowledged" // the person acknowledged an execution's unknown outcome
 )
 
 // Record is one line of the journal and also the wire shape of

@@ -28,6 +28,9 @@ const (
 	LogExt = ".log"
 	// LockFile is the flock that makes one helper the holder.
 	LockFile = "lock"
+	// ScratchDir holds the private scratch directories of executions that
+	// asked for one, each removed at its execution's settlement.
+	ScratchDir = "scratch"
 	// TagVar is the environment variable that marks every process started
 	// for an execution, TagVar=<prefix>-<id>: a descendant that leaves its
 	// process group still carries it, which is how it is traced back.
@@ -42,6 +45,22 @@ func (l Layout) Executions() string { return filepath.Join(l.Root, LogDir) }
 
 // LogPath is the raw log file of execution id.
 func (l Layout) LogPath(id string) string { return filepath.Join(l.Root, LogName(id)) }
+
+// Scratch is the scratch directory of execution id.
+func (l Layout) Scratch(id string) string { return filepath.Join(l.Root, ScratchDir, id) }
+
+// MakeScratch makes execution id's private scratch directory (0700, as is
+// its parent) and returns its path.
+func (l Layout) MakeScratch(id string) (string, error) {
+	if err := makePrivateDir(filepath.Join(l.Root, ScratchDir)); err != nil {
+		return "", err
+	}
+	dir := l.Scratch(id)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return "", fault.New(fault.IO, "creating scratch directory %s: %w", dir, err)
+	}
+	return dir, nil
+}
 
 // LogName is the logical name of execution id's log: executions/<id>.log.
 func LogName(id string) string { return LogDir + "/" + id + LogExt }

@@ -124,6 +124,10 @@ func TestRemoteTransportLossIsUnknown(t *testing.T) {
 		t.Fatalf("the orphaned command %d still runs on the host", leader)
 	}
 
+	// The person has looked (the unknown outcome gates what may change
+	// something until then).
+	h.mustCall("session/acknowledgeUnknown", map[string]any{"sessionId": s.id}, nil)
+
 	// During a stop: the group ignores TERM, the transport goes while the
 	// helper waits out the grace, and KILL goes over a new connection.
 	o = s.mustStart("trap '' TERM; echo ready; while :; do sleep 0.05; done", map[string]any{"cwd": cwd, "yieldMs": 0})
