@@ -297,6 +297,7 @@ func lookPathIn(name, path, dir string) (string, error) {
 	}
 	return "", fmt.Errorf("%s: not found on PATH", name)
 }
+
 // ptyReader turns the EIO a pty master returns once the terminal's last
 // holder is gone into EOF, and a read on a closed file into EOF as well.
 type ptyReader struct{ f *os.File }
