@@ -424,10 +424,12 @@ durable must then be acknowledged again, not handed over twice.  A
 session's entries go when it is torn down, and each session keeps
 at most `mevedel-execution-remembered-deliveries' durable ones.")
 
-(defconst mevedel-execution-remembered-deliveries 1024
+(defcustom mevedel-execution-remembered-deliveries 1024
   "How many durable delivery ids each session remembers, newest kept.
 The helper resends a delivery only until it has our durable ack
-on record, a few seconds at most, so only the latest few matter.")
+on record, a few seconds at most, so only the latest few matter."
+  :type 'natnum
+  :group 'mevedel-execution)
 
 (defvar mevedel-execution--durable-ids (make-hash-table :test #'equal)
   "Per session id, (COUNT . IDS): its durable delivery ids, newest first.
@@ -952,14 +954,23 @@ once; see `mevedel-execution-mailbox-delivery-function'."
 
 (defun mevedel-execution--open-on (conn session)
   "Open SESSION on CONN's helper."
-  (let ((info (mevedel-execution--call
-               conn 'session/open
-               (mevedel-execution--session-params
-                session 'session/open
-                (list :state-dir (mevedel-execution-session-state-dir session)
-                      :limits (mevedel-execution-session-limits session))))))
+  (let ((before (mevedel-execution-session-generation session))
+        (info nil))
+    ;; The session is CONN's already while it opens: the deliveries its
+    ;; recovery re-makes may come before the answer, and they are
+    ;; handled (and acknowledged) before the call returns.
     (setf (mevedel-execution-session-generation session)
           (mevedel-execution--generation conn))
+    (condition-case err
+        (setq info (mevedel-execution--call
+                    conn 'session/open
+                    (mevedel-execution--session-params
+                     session 'session/open
+                     (list :state-dir (mevedel-execution-session-state-dir session)
+                           :limits (mevedel-execution-session-limits session)))))
+      ((error quit)
+       (setf (mevedel-execution-session-generation session) before)
+       (signal (car err) (cdr err))))
     (setf (mevedel-execution-session-id-prefix session)
           (plist-get info :id-prefix))
     (setf (mevedel-execution-session-recovered session)
@@ -1004,8 +1015,14 @@ next call, and the slot then says what that open recovered."
     (signal 'wrong-type-argument (list 'stringp state-dir)))
   (let ((session (mevedel-execution--make-session
                   :id id :state-dir (expand-file-name state-dir) :limits limits)))
-    (mevedel-execution--open-on (mevedel-execution--connection) session)
+    ;; Open already while the helper opens it: deliveries an earlier
+    ;; helper left pending in STATE-DIR may come before the answer.
     (push session mevedel-execution--sessions)
+    (condition-case err
+        (mevedel-execution--open-on (mevedel-execution--connection) session)
+      ((error quit)
+       (setq mevedel-execution--sessions (delq session mevedel-execution--sessions))
+       (signal (car err) (cdr err))))
     session))
 
 (defun mevedel-execution-sessions ()
