@@ -37,6 +37,7 @@
 
 (require 'cl-lib)
 (require 'button)
+(require 'seq)
 (require 'subr-x)
 (require 'mevedel-execution)
 (require 'mevedel-execution-spool)
@@ -363,6 +364,147 @@ the record's `:text', or built from its structured fields."
                                    'mevedel-execution-id id)
                              line)
         line))))
+
+;;;; Deliveries
+
+;; What the mailbox sink receives can show in the transcript too: a
+;; result forwarded from another owner, a monitor's events, its end.
+;; As for records, the line is built from the delivery's structured
+;; attributes; an execution's output never shows, and a monitor's
+;; event lines, which are output, show only after their prefix, on one
+;; line each, without escapes or control characters.
+
+(defcustom mevedel-execution-transcript-event-lines 20
+  "Most event lines one MONITOR delivery shows; the rest are counted."
+  :type 'natnum)
+
+(defcustom mevedel-execution-transcript-event-chars 200
+  "Most characters of one monitor event line."
+  :type 'natnum)
+
+(defconst mevedel-execution-transcript--escape-regexp
+  (concat
+   ;; Strings (OSC, DCS, SOS, PM, APC) up to BEL or ST, or to the end.
+   "\\(?:\e[]PX^_]\\|[\u0090\u0098\u009d-\u009f]\\)"
+   "[^\a\e\u009c]*\\(?:\a\\|\e\\\\\\|\u009c\\)?"
+   ;; Control sequences (CSI), colours among them.
+   "\\|\\(?:\e\\[\\|\u009b\\)[0-?]*[ -/]*[@-~]?"
+   ;; Any other escape: ESC, intermediates, a final byte.
+   "\\|\e[ -/]*[0-~]?")
+  "A terminal escape sequence, 7-bit or 8-bit.")
+
+(defun mevedel-execution-transcript-event-text (line)
+  "Return the monitor event LINE fit for one transcript line.
+Terminal escape sequences go, what may not show becomes a space
+\(see `mevedel-execution-transcript-clean'), and the line is cut at
+`mevedel-execution-transcript-event-chars' characters."
+  (mevedel-execution-transcript-clean
+   (and (stringp line)
+        (let ((case-fold-search nil))
+          (replace-regexp-in-string
+           mevedel-execution-transcript--escape-regexp "" line t t)))
+   mevedel-execution-transcript-event-chars))
+
+(defun mevedel-execution-transcript--monitor-notice-attrs (attrs)
+  "Return the notice attributes of a MONITOR_TERMINAL delivery's ATTRS.
+As the helper words a monitor's end: a stop shows no exit code, and
+a reason only when it says why the monitor was stopped for noise."
+  (let* ((status (mevedel-execution-transcript--attr-string attrs :status))
+         (reason (mevedel-execution-transcript--attr-string attrs :reason))
+         (stopped (equal status "stopped")))
+    (list :kind "MONITOR_TERMINAL"
+          :label (plist-get attrs :label)
+          :command (plist-get attrs :command)
+          :status status
+          :signal (plist-get attrs :signal)
+          :events (or (plist-get attrs :events) 0)
+          :suppressed (plist-get attrs :suppressed)
+          :exit-code (unless stopped (plist-get attrs :exit-code))
+          :reason (unless (and stopped (not (string-match-p "noisy" reason)))
+                    reason))))
+
+(defun mevedel-execution-transcript--monitor-events (attrs lines)
+  "Return the transcript lines of a MONITOR delivery: ATTRS and LINES.
+One line per event, at most `mevedel-execution-transcript-event-lines',
+then one that counts the events not shown and those suppressed."
+  (let* ((max mevedel-execution-transcript-event-lines)
+         (shown (seq-take lines max))
+         (hidden (- (length lines) (length shown)))
+         (suppressed (or (mevedel-execution-transcript--attr-int attrs :suppressed) 0))
+         (out (mapcar (lambda (line)
+                        (string-trim-right
+                         (concat "● Monitor event: "
+                                 (mevedel-execution-transcript-event-text line))))
+                      shown)))
+    (when (or (> hidden 0) (> suppressed 0))
+      (setq out
+            (append out
+                    (list (concat
+                           "● Monitor"
+                           (mevedel-execution-transcript--quoted-name
+                            (mevedel-execution-transcript--attr-string attrs :label)
+                            (mevedel-execution-transcript--attr-string attrs :command))
+                           (if (> hidden 0)
+                               (format " · %d more %s not shown" hidden
+                                       (if (= hidden 1) "event" "events"))
+                             "")
+                           (if (> suppressed 0) (format " · %d suppressed" suppressed) ""))))))
+    out))
+
+(defun mevedel-execution-transcript-render-delivery (record &optional own-owner)
+  "Return the transcript lines of the delivery RECORD, or nil.
+RECORD is the plist `mevedel-execution-mailbox-delivery-function'
+receives (`:kind', `:owner', `:attrs', `:lines', ...).  The value
+is a string, its lines joined by newlines (no final newline), or
+nil when the delivery needs no line:
+
+- EXECUTION for OWN-OWNER (default `mevedel-execution-root-owner'):
+  nil, its breadcrumb is the line;
+- EXECUTION for another owner, forwarded: the breadcrumb line,
+  `● Background command \"LABEL\" completed (exit code 0)' (failed,
+  stopped or timed out likewise; a stop is neutral);
+- MONITOR: one `● Monitor event: LINE' per event, at most
+  `mevedel-execution-transcript-event-lines' of them, each cut at
+  `mevedel-execution-transcript-event-chars' characters and without
+  escapes or control characters, then one line counting the events
+  not shown and those suppressed, if any;
+- MONITOR_TERMINAL: the monitor's end as the helper words it,
+  `● Monitor \"LABEL\" stopped · 2 events';
+- any other kind: nil.
+
+Lines are built from RECORD's structured attributes only, never
+from its observation's output or its `:text' (output could spoof a
+line); a monitor's event lines are the one place output shows, each
+after its prefix.  An execution's and a monitor's end carry the
+face of their status."
+  (let* ((attrs (plist-get record :attrs))
+         (status (mevedel-execution-transcript--attr-string attrs :status))
+         (face (mevedel-execution-transcript-status-face status))
+         (faced (lambda (line)
+                  (when face
+                    (add-face-text-property 0 (length line) face t line))
+                  line)))
+    (pcase (plist-get record :kind)
+      ("EXECUTION"
+       (unless (equal (plist-get record :owner)
+                      (or own-owner mevedel-execution-root-owner))
+         (funcall faced
+                  (mevedel-execution-transcript-breadcrumb-text
+                   (mevedel-execution-transcript--attr-string attrs :label)
+                   (mevedel-execution-transcript--attr-string attrs :command)
+                   status
+                   (mevedel-execution-transcript--attr-int attrs :exit-code)
+                   (mevedel-execution-transcript--attr-string attrs :signal)))))
+      ("MONITOR"
+       (let ((lines (plist-get record :lines)))
+         (when (vectorp lines) (setq lines (append lines nil)))
+         (and (listp lines)
+              (let ((out (mevedel-execution-transcript--monitor-events attrs lines)))
+                (and out (mapconcat #'identity out "\n"))))))
+      ("MONITOR_TERMINAL"
+       (funcall faced
+                (mevedel-execution-transcript-notice-text
+                 (mevedel-execution-transcript--monitor-notice-attrs attrs)))))))
 
 (defun mevedel-execution-transcript-insert (session records)
   "Insert the lines of the breadcrumb and notice RECORDS at point.

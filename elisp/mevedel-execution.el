@@ -48,8 +48,11 @@
 ;; acknowledges it once the record is kept; until then the helper
 ;; sends it again.  An owner that is idle (see
 ;; `mevedel-execution-set-owner-state') and owes attention to such
-;; results is woken through `mevedel-execution-wake-functions';
-;; `mevedel-execution-retire-owner' forgets what it owes.
+;; results is woken through `mevedel-execution-wake-functions', again
+;; at each turn's end until `mevedel-execution-attend' says the model
+;; read them; `mevedel-execution-retire-owner' (or its two phases,
+;; `mevedel-execution-retire-begin' then `-retire-commit' or
+;; `-retire-abort') forgets what it owes.
 ;;
 ;; Nothing of the caller's runs inside the helper's process filter.
 ;; Event and wake functions, the mailbox sink and the callbacks of
@@ -106,9 +109,12 @@ nil means no limit."
 (defvar mevedel-execution-event-functions nil
   "Functions called with each passive event of the helper.
 Each function receives two arguments: TYPE, one of the symbols
-`progress', `changed', `settled' or `wake', and PLIST, the event's
-payload with keyword keys (for example `:facts' for `settled',
-`:live' for `changed').  TYPE `exit' says the helper exited, which
+`progress', `changed', `settled', `wake' or `delivered', and PLIST,
+the event's payload with keyword keys (for example `:facts' for
+`settled', `:live' for `changed').  `delivered' follows each
+durable acknowledgement of a delivery, whoever made it: PLIST has
+`:session-id', `:delivery-id', `:execution-id' and `:owner'.  TYPE
+`exit' says the helper exited, which
 ends every view of its live executions: PLIST has `:generation',
 `:status', and `:unexpected' t unless Emacs shut it down.  Every
 function gets its own copy, so it may keep or modify it.  These
@@ -135,7 +141,13 @@ that counts as a failure with the error's message.
 A delivery is handed to this function once: while it holds one
 whose ACK has not been called, a resend of the same `:delivery-id'
 is dropped, and once it acknowledged one as durable, a resend is
-acknowledged again without calling it.  Only a delivery it
+acknowledged again without calling it.  That holds across helpers
+too: after a helper died, the session's next helper re-makes each
+delivery that was pending under its first id, and one already
+made durable here is only acknowledged again; an ACK called after
+its helper died answers the helper the session is open on then.
+This memory lasts while the session is open (see
+`mevedel-execution-remembered-deliveries').  Only a delivery it
 reported as failed is handed to it again.  When this variable is
 nil, deliveries are acknowledged as failed and stay pending in
 the helper.  Like `mevedel-execution-event-functions', it runs from
@@ -144,10 +156,15 @@ a timer, in the order of the helper's messages.")
 (defvar mevedel-execution-wake-functions nil
   "Functions called when the helper wakes an idle owner.
 Each receives SESSION (the session object), OWNER (a string such
-as `mevedel-execution-root-owner') and DELIVERY-IDS, the ids of the
-durable deliveries the owner has not attended to, oldest first;
-several owed results come as one wake.  The helper wakes only an
-owner that is idle, see `mevedel-execution-set-owner-state'.  An
+as `mevedel-execution-root-owner') and DELIVERY-IDS, the ids of
+every durable delivery the owner still owes attention to, oldest
+first; several owed results come as one wake.  Only results that
+ended on their own are owed, never a stopped one.  They stay owed,
+and come again with the next wake each time the owner turns idle,
+until `mevedel-execution-attend' says the model read them or a
+retirement (`mevedel-execution-retire-owner') forgets them.  The
+helper wakes only an owner that is idle, see
+`mevedel-execution-set-owner-state'.  An
 error in one function is reported and does not stop the others.  Like
 `mevedel-execution-event-functions', they run from a timer, in the
 order of the helper's messages, and may make synchronous calls.")
@@ -201,7 +218,8 @@ order of the helper's messages, and may make synchronous calls.")
     (monitor/stop :session-id :owner :monitor-id)
     (monitor/list :session-id :owner)
     (owner/state :session-id :owner :state)
-    (owner/retire :session-id :owner)
+    (owner/retire :session-id :owner :phase :frontier)
+    (owner/attend :session-id :owner :delivery-ids)
     (mailbox/ack :session-id :delivery-id :durable :error)
     (transcript/records :session-id :since :limit)
     (transcript/checkpoint :session-id))
@@ -397,17 +415,50 @@ nothing either; the filter schedules the queue as it leaves."
 (defvar mevedel-execution--deliveries (make-hash-table :test #'equal)
   "What the mailbox sink was handed, by (SESSION-ID . DELIVERY-ID).
 The value is a fresh cons (STATE . GENERATION): STATE is `pending'
-until the sink acknowledges, then `durable'; GENERATION is the
-helper's.  A failed delivery is removed, so its resend reaches the
-sink again; a session's entries go when it is torn down, a helper's
-when it exits.")
+until the sink acknowledges, then `durable'; GENERATION is that of
+the helper that sent it.  A failed delivery is removed, so its
+resend reaches the sink again.  Entries outlive their helper: the
+next helper re-makes a delivery that was pending when its
+predecessor died under the same id, and one the sink already made
+durable must then be acknowledged again, not handed over twice.  A
+session's entries go when it is torn down, and each session keeps
+at most `mevedel-execution-remembered-deliveries' durable ones.")
 
-(defun mevedel-execution--forget-deliveries (pred)
-  "Remove the entries of `mevedel-execution--deliveries' PRED accepts.
-PRED is called with the key and the value."
+(defcustom mevedel-execution-remembered-deliveries 1024
+  "How many durable delivery ids each session remembers, newest kept.
+The helper resends a delivery only until it has our durable ack
+on record, a few seconds at most, so only the latest few matter."
+  :type 'natnum
+  :group 'mevedel-execution)
+
+(defvar mevedel-execution--durable-ids (make-hash-table :test #'equal)
+  "Per session id, (COUNT . IDS): its durable delivery ids, newest first.
+It bounds what `mevedel-execution--deliveries' keeps of a session.")
+
+(defun mevedel-execution--note-durable (session-id delivery-id)
+  "Note that DELIVERY-ID of SESSION-ID is durable; forget the oldest ones.
+Beyond twice `mevedel-execution-remembered-deliveries' durable ids,
+the session's oldest are dropped down to that number."
+  (let* ((cell (or (gethash session-id mevedel-execution--durable-ids)
+                   (puthash session-id (cons 0 nil) mevedel-execution--durable-ids)))
+         (keep mevedel-execution-remembered-deliveries))
+    (setcar cell (1+ (car cell)))
+    (push delivery-id (cdr cell))
+    (when (> (car cell) (* 2 keep))
+      (let ((last (nthcdr (1- keep) (cdr cell))))
+        (dolist (old (cdr last))
+          (let ((key (cons session-id old)))
+            (when (eq (car-safe (gethash key mevedel-execution--deliveries)) 'durable)
+              (remhash key mevedel-execution--deliveries))))
+        (setcdr last nil)
+        (setcar cell keep)))))
+
+(defun mevedel-execution--forget-session-deliveries (session-id)
+  "Forget every delivery of SESSION-ID: the helper dropped them."
+  (remhash session-id mevedel-execution--durable-ids)
   (let (doomed)
-    (maphash (lambda (key value)
-               (when (funcall pred key value) (push key doomed)))
+    (maphash (lambda (key _value)
+               (when (equal (car key) session-id) (push key doomed)))
              mevedel-execution--deliveries)
     (dolist (key doomed)
       (remhash key mevedel-execution--deliveries))))
@@ -464,10 +515,6 @@ PRED is called with the key and the value."
                    :noquery t
                    :stderr (get-buffer-create "*mevedel-exec stderr*"))))))
     (setq mevedel-execution--current conn)
-    ;; What the sink was handed came from an earlier helper, whose
-    ;; deliveries ended with it.
-    (mevedel-execution--forget-deliveries
-     (lambda (_key value) (not (eql (cdr value) generation))))
     (let ((info (condition-case err
                     (mevedel-execution--call
                      conn 'initialize
@@ -505,9 +552,8 @@ Listeners of `mevedel-execution-event-functions' get an `exit' event."
   (let ((status (process-exit-status (jsonrpc--process conn)))
         (unexpected (not (mevedel-execution--closing conn)))
         (generation (mevedel-execution--generation conn)))
-    ;; Its deliveries died with it: none comes again, none is acked.
-    (mevedel-execution--forget-deliveries
-     (lambda (_key value) (eql (cdr value) generation)))
+    ;; What the sink was handed is kept: the session's next helper
+    ;; re-makes what was pending here under the same ids.
     (when unexpected
       (mevedel-execution--set-closing conn)
       (message "mevedel-exec: the helper exited unexpectedly (status %s); pending requests were answered as lost, and the next call starts a new helper"
@@ -736,6 +782,10 @@ cost nothing then."
   "Hand the `settled' event PARAMS to `mevedel-execution-event-functions'."
   (mevedel-execution--event 'settled params))
 
+(cl-defmethod mevedel-execution-handle-notification (_conn (_method (eql 'mailbox/delivered)) params)
+  "Hand the `delivered' event PARAMS to `mevedel-execution-event-functions'."
+  (mevedel-execution--event 'delivered params))
+
 (cl-defmethod mevedel-execution-handle-notification (conn (_method (eql 'session/wake)) params)
   "Hand the wake PARAMS from CONN to the listeners, then the wake functions."
   (with-temp-buffer
@@ -796,10 +846,25 @@ for a session that is not open on CONN's helper is dropped."
                            (error-message-string err))))
          nil)))))
 
+;; The sink's memory outlives a helper.  A delivery pending when its
+;; helper died is re-made by the next helper's open under the same id
+;; (and never wakes); the sink that already made it durable gets no
+;; second copy, and the new helper gets the durable ack again.  A sink
+;; still holding one answers whichever helper the session is open on
+;; by then, through `mevedel-execution--session-connection'.
+
+(defun mevedel-execution--session-connection (session-id)
+  "Return the running connection SESSION-ID is open on now, or nil."
+  (let ((conn mevedel-execution--current))
+    (and conn (jsonrpc-running-p conn)
+         (mevedel-execution--session-on conn session-id)
+         conn)))
+
 (defun mevedel-execution--send-ack (conn session-id delivery-id error)
   "Answer the delivery DELIVERY-ID of SESSION-ID on CONN.
-ERROR nil says durable, a string says why it was not kept.  A
-helper that died meanwhile is not asked: its deliveries died too."
+ERROR nil says durable, a string says why it was not kept.  CONN
+nil or dead is not asked: the session's next helper re-makes what
+was pending, and the answer is repeated then."
   (when (and conn (jsonrpc-running-p conn))
     (mevedel-execution--async
      conn 'mailbox/ack
@@ -820,16 +885,18 @@ once; see `mevedel-execution-mailbox-delivery-function'."
          (delivery-id (plist-get record :delivery-id))
          (session-id (plist-get record :session-id))
          (key (cons session-id delivery-id))
+         (state (car-safe (gethash key mevedel-execution--deliveries)))
          (sink mevedel-execution-mailbox-delivery-function))
     (cond
      ;; A session torn down was closed in the helper, which dropped its
      ;; deliveries: one still in the pipe has nobody to answer.
      ((not (mevedel-execution--session-on conn session-id)) nil)
-     ;; Our durable ack was lost or came late: say it again.
-     ((eq (car-safe (gethash key mevedel-execution--deliveries)) 'durable)
+     ;; Our durable ack was lost or came late, or this helper re-made
+     ;; what an earlier one had sent: say it again.
+     ((eq state 'durable)
       (mevedel-execution--send-ack conn session-id delivery-id nil))
      ;; The sink holds it and will answer through its ack.
-     ((eq (car-safe (gethash key mevedel-execution--deliveries)) 'pending) nil)
+     ((eq state 'pending) nil)
      ((not (functionp sink))
       (mevedel-execution--send-ack conn session-id delivery-id
                                    "no mailbox sink in this Emacs"))
@@ -843,15 +910,20 @@ once; see `mevedel-execution-mailbox-delivery-function'."
                         ;; The helper takes an empty error for no error.
                         (when (equal error "")
                           (setq error "the mailbox sink failed"))
-                        ;; Unless the session was torn down or its helper
-                        ;; exited since, which dropped the delivery: then
-                        ;; nobody waits for the answer, and nothing is kept.
+                        ;; Unless the session was torn down since, which
+                        ;; dropped the delivery: then nobody waits for the
+                        ;; answer, and nothing is kept.
                         (when (eq (gethash key mevedel-execution--deliveries) handed)
                           (if error
                               (remhash key mevedel-execution--deliveries)
                             (puthash key (cons 'durable (cdr handed))
-                                     mevedel-execution--deliveries))
-                          (mevedel-execution--send-ack conn session-id delivery-id error))))
+                                     mevedel-execution--deliveries)
+                            (mevedel-execution--note-durable session-id delivery-id))
+                          ;; To the helper the session is open on now,
+                          ;; which may not be the one that sent it.
+                          (mevedel-execution--send-ack
+                           (mevedel-execution--session-connection session-id)
+                           session-id delivery-id error))))
                     nil)))
         (puthash key handed mevedel-execution--deliveries)
         ;; Not `condition-case-unless-debug': under `debug-on-error' the
@@ -877,18 +949,28 @@ once; see `mevedel-execution-mailbox-delivery-function'."
   (generation nil :documentation "The helper generation it is open on.")
   (id-prefix nil :documentation "Prefix of execution ids on that helper.")
   (recovered nil :documentation "Facts of the executions its last open marked lost.")
-  (busy-owners nil :documentation "Owners last said busy; told again on a new helper."))
+  (busy-owners nil :documentation "Owners last said busy; told again on a new helper.")
+  (retiring nil :documentation "Begun retirements: (OWNER FRONTIER . GENERATION) each."))
 
 (defun mevedel-execution--open-on (conn session)
   "Open SESSION on CONN's helper."
-  (let ((info (mevedel-execution--call
-               conn 'session/open
-               (mevedel-execution--session-params
-                session 'session/open
-                (list :state-dir (mevedel-execution-session-state-dir session)
-                      :limits (mevedel-execution-session-limits session))))))
+  (let ((before (mevedel-execution-session-generation session))
+        (info nil))
+    ;; The session is CONN's already while it opens: the deliveries its
+    ;; recovery re-makes may come before the answer, and they are
+    ;; handled (and acknowledged) before the call returns.
     (setf (mevedel-execution-session-generation session)
           (mevedel-execution--generation conn))
+    (condition-case err
+        (setq info (mevedel-execution--call
+                    conn 'session/open
+                    (mevedel-execution--session-params
+                     session 'session/open
+                     (list :state-dir (mevedel-execution-session-state-dir session)
+                           :limits (mevedel-execution-session-limits session)))))
+      ((error quit)
+       (setf (mevedel-execution-session-generation session) before)
+       (signal (car err) (cdr err))))
     (setf (mevedel-execution-session-id-prefix session)
           (plist-get info :id-prefix))
     (setf (mevedel-execution-session-recovered session)
@@ -933,8 +1015,14 @@ next call, and the slot then says what that open recovered."
     (signal 'wrong-type-argument (list 'stringp state-dir)))
   (let ((session (mevedel-execution--make-session
                   :id id :state-dir (expand-file-name state-dir) :limits limits)))
-    (mevedel-execution--open-on (mevedel-execution--connection) session)
+    ;; Open already while the helper opens it: deliveries an earlier
+    ;; helper left pending in STATE-DIR may come before the answer.
     (push session mevedel-execution--sessions)
+    (condition-case err
+        (mevedel-execution--open-on (mevedel-execution--connection) session)
+      ((error quit)
+       (setq mevedel-execution--sessions (delq session mevedel-execution--sessions))
+       (signal (car err) (cdr err))))
     session))
 
 (defun mevedel-execution-sessions ()
@@ -967,9 +1055,8 @@ a `user-error' when there is none of these."
   (when (memq session mevedel-execution--sessions)
     (setq mevedel-execution--sessions (delq session mevedel-execution--sessions))
     ;; The helper drops the session's deliveries: none comes again.
-    (let ((id (mevedel-execution-session-id session)))
-      (mevedel-execution--forget-deliveries
-       (lambda (key _value) (equal (car key) id))))
+    (mevedel-execution--forget-session-deliveries
+     (mevedel-execution-session-id session))
     (let ((conn mevedel-execution--current))
       (when (and conn (jsonrpc-running-p conn)
                  (eql (mevedel-execution-session-generation session)
@@ -986,6 +1073,7 @@ a `user-error' when there is none of these."
   "Close every session and shut the helper down."
   (setq mevedel-execution--sessions nil)
   (clrhash mevedel-execution--deliveries)
+  (clrhash mevedel-execution--durable-ids)
   (let ((conn mevedel-execution--current))
     (when conn
       (mevedel-execution--set-closing conn)
@@ -1205,17 +1293,125 @@ helper."
      (lambda (_result) t)
      callback)))
 
+(defun mevedel-execution-attend (session owner delivery-ids &optional callback)
+  "Say that OWNER in SESSION attended to DELIVERY-IDS; return how many were owed.
+Call it when the model read those results inside a turn (the ids a
+wake function received, or a delivery's `:delivery-id'): they are
+owed no more and no later wake offers them again.  A result the
+model polled to its end needs no call.  OWNER nil means
+`mevedel-execution-root-owner'; DELIVERY-IDS is a list of strings,
+and ids not owed (unknown, attended or retired already) count for
+nothing.  Without CALLBACK, wait and return the count.  With
+CALLBACK, return at once; CALLBACK receives the count, or (:error
+ERR)."
+  (unless (and (or (listp delivery-ids) (vectorp delivery-ids))
+               (cl-every #'stringp delivery-ids))
+    (signal 'wrong-type-argument (list 'list-of-strings delivery-ids)))
+  (mevedel-execution--request-either
+   session 'owner/attend
+   (list :owner (or owner mevedel-execution-root-owner)
+         :delivery-ids (vconcat delivery-ids))
+   (lambda (result) (or (plist-get result :attended) 0))
+   callback))
+
 (defun mevedel-execution-retire-owner (session owner &optional callback)
   "Retire the attention OWNER in SESSION owes; return how many were owed.
 Call it when the person stops that owner's turn: results made up to
 now bring no wake, those made later do, and monitors keep running.
 OWNER nil means `mevedel-execution-root-owner'.  Without CALLBACK,
 wait and return the count.  With CALLBACK, return at once; CALLBACK
-receives the count, or (:error ERR)."
+receives the count, or (:error ERR).
+
+This retires at once.  When stopping the turn can fail, retire in
+two phases instead: `mevedel-execution-retire-begin' takes the
+frontier before the stop, then `mevedel-execution-retire-commit'
+retires up to it once the stop took, or
+`mevedel-execution-retire-abort' leaves everything owed."
   (mevedel-execution--request-either
    session 'owner/retire (list :owner (or owner mevedel-execution-root-owner))
    (lambda (result) (plist-get result :retired))
    callback))
+
+(defun mevedel-execution-retire-begin (session owner &optional callback)
+  "Begin retiring the attention OWNER in SESSION owes; return the frontier.
+The frontier, an integer, marks every result made so far; nothing
+is retired yet.  Pass it to `mevedel-execution-retire-commit' once
+the turn is stopped, or to `mevedel-execution-retire-abort' when the
+stop failed.  Results made after it stay owed either way.  OWNER
+nil means `mevedel-execution-root-owner'.  Without CALLBACK, wait
+and return the frontier.  With CALLBACK, return at once; CALLBACK
+receives the frontier, or (:error ERR)."
+  (let* ((owner (or owner mevedel-execution-root-owner))
+         (note (lambda (result)
+                 (let ((frontier (plist-get result :frontier)))
+                   ;; Which helper took it: a frontier means nothing
+                   ;; to the next one.
+                   (setf (mevedel-execution-session-retiring session)
+                         (cons (cons owner (cons frontier
+                                                 (mevedel-execution-session-generation session)))
+                               (cl-remove owner (mevedel-execution-session-retiring session)
+                                          :key #'car :test #'equal)))
+                   frontier))))
+    (mevedel-execution--request-either
+     session 'owner/retire (list :owner owner :phase "begin") note callback)))
+
+(defun mevedel-execution--retire-end (session owner phase frontier value callback)
+  "End OWNER's retirement in SESSION with PHASE at FRONTIER.
+VALUE maps the result; CALLBACK as in `mevedel-execution-retire-commit'.
+A frontier taken on a helper that has died since is not sent: the
+attention it covered died with that helper (a new helper owes
+nothing from before, and a delivery it re-makes never wakes), and
+the new helper's frontiers count from zero again.  The answer is
+then VALUE of an empty result."
+  (unless (natnump frontier)
+    (signal 'wrong-type-argument (list 'natnump frontier)))
+  (let* ((owner (or owner mevedel-execution-root-owner))
+         (begun (assoc owner (mevedel-execution-session-retiring session)))
+         (stale (and begun (eql (cadr begun) frontier)
+                     (not (and (eql (cddr begun)
+                                    (mevedel-execution-session-generation session))
+                               (mevedel-execution--session-connection
+                                (mevedel-execution-session-id session)))))))
+    (when (and begun (eql (cadr begun) frontier))
+      (setf (mevedel-execution-session-retiring session)
+            (delq begun (mevedel-execution-session-retiring session))))
+    (cond
+     ((not stale)
+      (mevedel-execution--request-either
+       session 'owner/retire (list :owner owner :phase phase :frontier frontier)
+       value callback))
+     ((not callback) (funcall value nil))
+     (t
+      ;; Like an answer: from the queue, in the caller's buffer.
+      (mevedel-execution--defer #'mevedel-execution--run-callback
+                                (current-buffer) callback (funcall value nil))
+      (mevedel-execution--schedule-drain)
+      nil))))
+
+(defun mevedel-execution-retire-commit (session owner frontier &optional callback)
+  "Retire what OWNER in SESSION owes up to FRONTIER; return how many.
+FRONTIER is what `mevedel-execution-retire-begin' returned.  It
+retires every result made up to it, including one whose delivery
+becomes durable only later; results made after it stay owed, and
+monitors keep running.  OWNER nil means
+`mevedel-execution-root-owner'.  Without CALLBACK, wait and return
+the count.  With CALLBACK, return at once; CALLBACK receives the
+count, or (:error ERR).  A frontier taken on a helper that has died
+since retires nothing there is left to retire: the count is 0."
+  (mevedel-execution--retire-end
+   session owner "commit" frontier
+   (lambda (result) (or (plist-get result :retired) 0))
+   callback))
+
+(defun mevedel-execution-retire-abort (session owner frontier &optional callback)
+  "Abandon the retirement OWNER in SESSION began at FRONTIER; return t.
+Call it when stopping the turn failed: everything stays owed.
+FRONTIER is what `mevedel-execution-retire-begin' returned; OWNER
+nil means `mevedel-execution-root-owner'.  Without CALLBACK, wait
+and return t.  With CALLBACK, return at once; CALLBACK receives t,
+or (:error ERR)."
+  (mevedel-execution--retire-end
+   session owner "abort" frontier (lambda (_result) t) callback))
 
 ;;;; Monitors
 

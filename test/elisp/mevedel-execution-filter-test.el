@@ -338,8 +338,10 @@ remembered of it."
       (should-not (funcall mine))
       (should-not (car (funcall seen))))))
 
-(ert-deftest mevedel-execution-filter-test-deliveries-end-with-their-helper ()
-  "What the sink made durable is forgotten when its helper exits."
+(ert-deftest mevedel-execution-filter-test-deliveries-outlive-their-helper ()
+  "What the sink made durable is remembered when its helper exits.
+The next helper re-makes what was pending under the same ids, so
+the session keeps the ids its sink made durable while it is open."
   (mevedel-execution-mailbox-test--with-helper '(:graceMs 500) session seen
     (let* ((mevedel-execution-mailbox-delivery-function #'mevedel-execution-mailbox-test--acking-sink)
            (sid (mevedel-execution-session-id session))
@@ -356,11 +358,14 @@ remembered of it."
         (signal-process proc 'KILL)
         (mevedel-execution-test--wait-until (lambda () (null mevedel-execution--current))
                                             "the death to be noticed"))
-      (should-not (funcall mine))
-      ;; The session reopens on a new helper, whose deliveries are kept.
+      (should (equal (mapcar #'car (funcall mine)) '(durable)))
+      ;; The session reopens on a new helper, whose deliveries join them.
       (mevedel-execution-mailbox-test--wait-consumed
        session (mevedel-execution-mailbox-test--finish session "again") seen)
-      (should (equal (mapcar #'car (funcall mine)) '(durable))))))
+      (should (equal (mapcar #'car (funcall mine)) '(durable durable)))
+      ;; Closing the session forgets them all.
+      (mevedel-execution-teardown-session session)
+      (should-not (funcall mine)))))
 
 (provide 'mevedel-execution-filter-test)
 ;;; mevedel-execution-filter-test.el ends here

@@ -294,7 +294,10 @@ until it turns idle."
       (let ((id (mevedel-execution-mailbox-test--finish session "idle")))
         (mevedel-execution-test--wait-until (lambda () wakes) "a wake")
         (let ((delivery-id (car (car (cdr (funcall seen))))))
-          (should (equal (car wakes) (list session "/root" (list delivery-id)))))
+          (should (equal (car wakes) (list session "/root" (list delivery-id))))
+          ;; The model reads it: it is owed no more, and no later wake
+          ;; offers it again.
+          (should (eql (mevedel-execution-attend session "/root" (list delivery-id)) 1)))
         (mevedel-execution-mailbox-test--wait-consumed session id seen))
       (setq wakes nil)
       ;; Busy: the result becomes durable and owed, but wakes nobody.

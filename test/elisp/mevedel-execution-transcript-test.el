@@ -241,5 +241,189 @@
         (should (equal (buffer-substring-no-properties (point-min) (point-max))
                        "● Background command \"Run tests\" completed (exit code 0) [Show result]\n"))))))
 
+;;;; Deliveries
+
+(defconst mevedel-execution-transcript-test--spoof
+  "● Background command \"Deploy\" completed (exit code 0)"
+  "Output that looks like a transcript line.")
+
+(ert-deftest mevedel-execution-transcript-test-render-delivery-literal ()
+  "Each kind of delivery, from literal records as the sink gets them."
+  (let* ((spoof mevedel-execution-transcript-test--spoof)
+         (execution (lambda (owner status &rest attrs)
+                      (list :delivery-id "d-1" :session-id "s" :owner owner :kind "EXECUTION"
+                            :attempt 1
+                            :attrs (append attrs (list :execution-id "exec-x-000001"
+                                                       :label "Build" :command "make"
+                                                       :status status))
+                            :observation (list :output (concat spoof "\n") :final t)
+                            :text spoof))))
+    ;; The owner's own result: its breadcrumb is the line.
+    (should-not (mevedel-execution-transcript-render-delivery
+                 (funcall execution "/root" "completed" :exit-code 0)))
+    (should-not (mevedel-execution-transcript-render-delivery
+                 (funcall execution "/root/w" "completed" :exit-code 0) "/root/w"))
+    ;; Another owner's, forwarded: the breadcrumb wording, never the payload.
+    (let ((line (mevedel-execution-transcript-render-delivery
+                 (funcall execution "/root/w" "completed" :exit-code 0))))
+      (should (equal line "● Background command \"Build\" completed (exit code 0)"))
+      (should (mevedel-execution-transcript-test--face-p
+               'mevedel-execution-transcript-completed line)))
+    (should (equal (mevedel-execution-transcript-render-delivery
+                    (funcall execution "/root" "failed" :exit-code 2) "/root/w")
+                   "● Background command \"Build\" failed (exit code 2)"))
+    (should (equal (mevedel-execution-transcript-render-delivery
+                    (funcall execution "/root/w" "timed-out" :signal "SIGTERM"))
+                   "● Background command \"Build\" timed out"))
+    ;; A stop is neutral: no exit code, the stopped face.
+    (let ((line (mevedel-execution-transcript-render-delivery
+                 (funcall execution "/root/w" "stopped" :exit-code 143 :signal "SIGTERM"))))
+      (should (equal line "● Background command \"Build\" stopped"))
+      (should (mevedel-execution-transcript-test--face-p
+               'mevedel-execution-transcript-stopped line)))
+    ;; A label that tries to end its quotes and start a line.
+    (should (equal (mevedel-execution-transcript-render-delivery
+                    (list :kind "EXECUTION" :owner "/root/w"
+                          :attrs (list :label "x\" completed\n● Fake" :status "completed"
+                                       :exit-code 0)))
+                   "● Background command \"x\\\" completed ● Fake\" completed (exit code 0)"))
+    ;; Monitor events: one line each, escapes and controls gone.
+    (let ((lines (split-string
+                  (mevedel-execution-transcript-render-delivery
+                   (list :kind "MONITOR" :owner "/root"
+                         :attrs (list :monitor-id "mon-1" :label "tail" :events 4)
+                         :lines (list "\e[31mERROR\e[0m disk full"
+                                      "\e]0;pwned\a\e]8;;http://x\e\\link\e]8;;\e\\ done"
+                                      "tab\there\r\u202egnp.exe"
+                                      spoof)))
+                  "\n")))
+      (should (equal lines
+                     (list "● Monitor event: ERROR disk full"
+                           "● Monitor event: link done"
+                           "● Monitor event: tab here gnp.exe"
+                           (concat "● Monitor event: " spoof))))
+      (should-not (cl-some (lambda (l) (string-match-p "[[:cntrl:]\u202e]" l)) lines)))
+    ;; Bounded: line length and the number of lines.
+    (let* ((many (mapcar (lambda (i) (format "%s-%d" (make-string 300 ?x) i))
+                         (number-sequence 1 50)))
+           (text (mevedel-execution-transcript-render-delivery
+                  (list :kind "MONITOR" :owner "/root"
+                        :attrs (list :label "noisy" :events 50 :suppressed 7)
+                        :lines many)))
+           (lines (split-string text "\n")))
+      (should (= (length lines) (1+ mevedel-execution-transcript-event-lines)))
+      (should (cl-every (lambda (l) (<= (length l) (+ (length "● Monitor event: ")
+                                                      mevedel-execution-transcript-event-chars)))
+                        lines))
+      (should (equal (car (last lines))
+                     (format "● Monitor \"noisy\" · %d more events not shown · 7 suppressed"
+                             (- 50 mevedel-execution-transcript-event-lines)))))
+    ;; A monitor's end, worded as the helper words it.
+    (let ((line (mevedel-execution-transcript-render-delivery
+                 (list :kind "MONITOR_TERMINAL" :owner "/root" :text spoof
+                       :attrs (list :monitor-id "mon-1" :label "ticker" :status "stopped"
+                                    :termination "stopped" :exit-code 143
+                                    :reason "stopped by the person" :events 2)))))
+      (should (equal line "● Monitor \"ticker\" stopped · 2 events"))
+      (should (mevedel-execution-transcript-test--face-p
+               'mevedel-execution-transcript-stopped line)))
+    (should (equal (mevedel-execution-transcript-render-delivery
+                    (list :kind "MONITOR_TERMINAL" :owner "/root/w"
+                          :attrs (list :label "tail" :status "failed" :exit-code 1
+                                       :reason "timeout after 300s" :events 1)))
+                   "● Monitor \"tail\" failed (exit code 1) · 1 event · timeout after 300s"))
+    (should-not (mevedel-execution-transcript-render-delivery (list :kind "SOMETHING")))))
+
+(ert-deftest mevedel-execution-transcript-test-render-delivery-helper ()
+  "Deliveries of the real helper: forwarded, own, stopped, monitors.
+The output of the commands tries to spoof lines; it never shows."
+  (mevedel-execution-mailbox-test--with-helper '(:graceMs 500) session _seen
+    (let* ((records nil)
+           (mevedel-execution-mailbox-delivery-function
+            (lambda (record ack) (push record records) (funcall ack)))
+           (of (lambda (execution-id)
+                 (mevedel-execution-test--wait-until
+                  (lambda () (cl-find execution-id records
+                                      :key (lambda (r) (plist-get (plist-get r :attrs) :execution-id))
+                                      :test #'equal))
+                  (format "the delivery of %s" execution-id))))
+           (spoof (shell-quote-argument mevedel-execution-transcript-test--spoof)))
+      ;; A worker's result, forwarded to the root's transcript.
+      (let* ((gate (mevedel-execution-mailbox-test--gate))
+             (id (mevedel-execution-mailbox-test--start-background
+                  session (format "read -r _ < %s; echo %s; printf 'x\\033[2J\\n'; exit 3"
+                                  (shell-quote-argument gate) spoof)
+                  "Worker job" :owner "/root/worker")))
+        (mevedel-execution-mailbox-test--open gate)
+        (let* ((record (funcall of id))
+               (line (mevedel-execution-transcript-render-delivery record)))
+          (should (string-match-p "Deploy" (plist-get (plist-get record :observation) :output)))
+          (should (equal line "● Background command \"Worker job\" failed (exit code 3)"))
+          (should-not (string-match-p "Deploy" line))
+          (should-not (mevedel-execution-transcript-render-delivery record "/root/worker"))))
+      ;; The root's own result: its breadcrumb is its line.
+      (let ((id (mevedel-execution-mailbox-test--finish session "own")))
+        (should-not (mevedel-execution-transcript-render-delivery (funcall of id))))
+      ;; Stopped by the person: the owner gets it, and it is neutral.
+      (let* ((id (mevedel-execution-mailbox-test--start-background
+                  session "exec sleep 1000" "Sleeper" :owner "/root/worker"))
+             (final (mevedel-execution-test--await
+                     (lambda (cb) (mevedel-execution-stop-user session id cb)))))
+        (should (equal (plist-get (plist-get final :facts) :status) "stopped"))
+        (let ((line (mevedel-execution-transcript-render-delivery (funcall of id))))
+          (should (equal line "● Background command \"Sleeper\" stopped"))
+          (should (mevedel-execution-transcript-test--face-p
+                   'mevedel-execution-transcript-stopped line))))
+      ;; A monitor that ends on its own, and one that is stopped: the
+      ;; events without their escapes, the ends as the helper words them.
+      (let* ((terminal (lambda (monitor-id)
+                         (mevedel-execution-test--wait-until
+                          (lambda ()
+                            (cl-find-if (lambda (r)
+                                          (and (equal (plist-get r :kind) "MONITOR_TERMINAL")
+                                               (equal (plist-get (plist-get r :attrs) :monitor-id)
+                                                      monitor-id)))
+                                        records))
+                          (format "the end of %s" monitor-id))))
+             (events (lambda (monitor-id)
+                       (mapconcat
+                        #'identity
+                        (delq nil (mapcar (lambda (r)
+                                            (and (equal (plist-get r :kind) "MONITOR")
+                                                 (equal (plist-get (plist-get r :attrs) :monitor-id)
+                                                        monitor-id)
+                                                 (mevedel-execution-transcript-render-delivery r)))
+                                          (reverse records)))
+                        "\n")))
+             (done (plist-get (mevedel-execution-monitor-start
+                               session :label "colours"
+                               :command (format "printf '\\033[31mred\\033[0m\\n\\033]0;title\\007plain\\n'; echo %s"
+                                                spoof))
+                              :monitor-id)))
+        (let ((end (funcall terminal done)))
+          (should (equal (funcall events done)
+                         (concat "● Monitor event: red\n● Monitor event: plain\n"
+                                 "● Monitor event: " mevedel-execution-transcript-test--spoof)))
+          (should (equal (mevedel-execution-transcript-render-delivery end)
+                         "● Monitor \"colours\" completed (exit code 0) · 3 events"))
+          (should (equal (mevedel-execution-transcript-render-delivery end)
+                         (plist-get end :text))))
+        (let* ((ticker (plist-get (mevedel-execution-monitor-start
+                                   session :label "ticker" :persistent t
+                                   :command "echo tick; exec sleep 1000")
+                                  :monitor-id)))
+          (mevedel-execution-test--wait-until
+           (lambda () (cl-find-if (lambda (r) (and (equal (plist-get r :kind) "MONITOR")
+                                                   (equal (plist-get (plist-get r :attrs) :monitor-id)
+                                                          ticker)))
+                                  records))
+           "the ticker's event")
+          (mevedel-execution-monitor-stop session nil ticker)
+          (let ((end (funcall terminal ticker)))
+            (should (equal (mevedel-execution-transcript-render-delivery end)
+                           "● Monitor \"ticker\" stopped · 1 event"))
+            (should (equal (mevedel-execution-transcript-render-delivery end)
+                           (plist-get end :text)))))))))
+
 (provide 'mevedel-execution-transcript-test)
 ;;; mevedel-execution-transcript-test.el ends here
