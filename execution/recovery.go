@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -49,6 +50,10 @@ func recoverStateDir(root string, onHost remoteKill) (*recovery, error) {
 		_ = dir.Release()
 		return nil, err
 	}
+	// Nothing of a previous helper runs any more (recovery has ended what
+	// was left): its scratch directories go, as their settlement would
+	// have removed them.
+	removeScratch(filepath.Join(dir.Root, statedir.ScratchDir))
 	rec.dir = dir
 	return rec, nil
 }

@@ -228,3 +228,24 @@ func TestUnknownOutcomeGatesMutations(t *testing.T) {
 	s = h.openAt(state, nil)
 	s.mustStart("touch made-again", map[string]any{"cwd": local})
 }
+
+// A helper killed while a command has a scratch directory leaves it; the
+// next open of the state directory removes it with the rest of what it
+// left.
+func TestScratchOfAKilledHelperIsRemovedAtOpen(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	h1 := startHelper(t)
+	s1 := h1.openAt(state, nil)
+	o := s1.mustStart("echo in $PWD; exec sleep 300", map[string]any{"scratch": true, "yieldMs": 0})
+	s1.observeUntil(o, "in ")
+	dir := o.Facts.ScratchDir
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("scratch while running: %v", err)
+	}
+	h1.kill()
+	h2 := startHelper(t)
+	h2.openAt(state, nil)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("scratch %s survived the next open: %v", dir, err)
+	}
+}
