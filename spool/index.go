@@ -140,10 +140,10 @@ func (x *gzIndex) find(off int64) int {
 }
 
 // loadIndex returns the index of the open .gz file gz (of compSize bytes):
-// the sidecar at gziPath when it is sound and made for this file, else one
+// the sidecar gzi in dir when it is sound and made for this file, else one
 // rebuilt by scanning the members.
-func loadIndex(gz *os.File, compSize int64, gziPath string) (*gzIndex, error) {
-	if b, err := readSmall(gziPath, maxIndexBytes); err == nil {
+func loadIndex(gz *os.File, compSize int64, dir *execDir, gzi string) (*gzIndex, error) {
+	if b, err := readSmall(dir, gzi, maxIndexBytes); err == nil {
 		if x, err := decodeIndex(b); err == nil && x.compSize == compSize {
 			return x, nil
 		}
@@ -151,15 +151,15 @@ func loadIndex(gz *os.File, compSize int64, gziPath string) (*gzIndex, error) {
 	return scanMembers(gz, compSize)
 }
 
-// readSmall reads a regular file of at most limit bytes, not following a
-// symbolic link.
-func readSmall(path string, limit int64) ([]byte, error) {
-	f, st, err := openNoFollow(path, path)
+// readSmall reads the file name of dir, of at most limit bytes, refusing
+// what execDir.open refuses.
+func readSmall(dir *execDir, name string, limit int64) ([]byte, error) {
+	f, st, err := dir.open(name, name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if st.Size() > limit {
+	if st.Size > limit {
 		return nil, errBadIndex
 	}
 	return io.ReadAll(io.LimitReader(f, limit))

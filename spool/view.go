@@ -48,20 +48,26 @@ type View struct {
 // Open opens a view of a log by logical name or address (see ParseAddress),
 // taking a lease on it. The raw file is preferred while it exists; one that
 // goes away before it is opened (retired meanwhile) is read from its
-// compressed copy instead. A symbolic link or other non-regular file is
-// refused (fault.Refused); a well-formed name with neither file is
-// fault.NotFound. Close the view when done.
+// compressed copy instead. A symbolic link, a file with more than one link
+// or other non-regular file, and a state or executions directory that is a
+// link or was replaced, are refused (fault.Refused); a well-formed name
+// with no file is fault.NotFound. Close the view when done.
 func (d *Dir) Open(name string) (*View, error) {
 	name, err := ParseAddress(name)
 	if err != nil {
 		return nil, err
 	}
-	if err := d.checkExecDir(); err != nil {
+	dir, err := d.openExec()
+	if err != nil {
+		if errors.Is(err, errNoLogs) {
+			return nil, notFound(name)
+		}
 		return nil, err
 	}
+	defer dir.Close()
 	p := d.paths(name)
 	release := d.lease(p)
-	v, err := openView(name, p)
+	v, err := openView(dir, name, p)
 	if err != nil {
 		release()
 		return nil, err
@@ -70,15 +76,15 @@ func (d *Dir) Open(name string) (*View, error) {
 	return v, nil
 }
 
-func openView(name string, p logPaths) (*View, error) {
-	f, st, err := openNoFollow(p.raw, name)
+func openView(dir *execDir, name string, p logPaths) (*View, error) {
+	f, st, err := dir.open(baseName(p.raw), name)
 	if err == nil {
-		return &View{name: name, form: FormRaw, size: st.Size(), f: f}, nil
+		return &View{name: name, form: FormRaw, size: st.Size, f: f}, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	f, x, err := openGzip(name, p)
+	f, x, err := openGzip(dir, name, p)
 	if err != nil {
 		return nil, err
 	}
@@ -86,15 +92,15 @@ func openView(name string, p logPaths) (*View, error) {
 }
 
 // openGzip opens a retired log's .gz file and its index.
-func openGzip(name string, p logPaths) (*os.File, *gzIndex, error) {
-	f, st, err := openNoFollow(p.gz, name)
+func openGzip(dir *execDir, name string, p logPaths) (*os.File, *gzIndex, error) {
+	f, st, err := dir.open(baseName(p.gz), name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil, notFound(name)
 		}
 		return nil, nil, err
 	}
-	x, err := loadIndex(f, st.Size(), p.gzi)
+	x, err := loadIndex(f, st.Size, dir, baseName(p.gzi))
 	if err != nil {
 		f.Close()
 		return nil, nil, fault.New(fault.IO, "spool: %s: damaged compressed log: %w", name, err)
@@ -330,45 +336,40 @@ func (d *Dir) Stat(name string) (Stat, error) {
 	if err != nil {
 		return Stat{}, err
 	}
-	if err := d.checkExecDir(); err != nil {
+	dir, err := d.openExec()
+	if err != nil {
+		if errors.Is(err, errNoLogs) {
+			return Stat{}, notFound(name)
+		}
 		return Stat{}, err
 	}
+	defer dir.Close()
 	p := d.paths(name)
 	s := Stat{Name: name}
-	if g, err := os.Lstat(p.gz); err == nil && g.Mode().IsRegular() {
+	if g, err := dir.lstat(baseName(p.gz)); err == nil && logFile(g, name) == nil {
 		s.Retired = true
 	}
-	st, err := os.Lstat(p.raw)
+	st, err := dir.lstat(baseName(p.raw))
 	if err == nil {
-		if err := regular(st, name); err != nil {
+		if err := logFile(st, name); err != nil {
 			return Stat{}, err
 		}
-		s.Form, s.Size, s.PhysicalBytes = FormRaw, st.Size(), st.Size()
+		s.Form, s.Size, s.PhysicalBytes = FormRaw, st.Size, st.Size
 		return s, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return Stat{}, ioErr("stat", p.raw, err)
+		return Stat{}, err
 	}
-	f, x, err := openGzip(name, p)
+	f, x, err := openGzip(dir, name, p)
 	if err != nil {
 		return Stat{}, err
 	}
 	f.Close()
 	s.Form, s.Size, s.PhysicalBytes, s.Retired = FormGzip, x.size, x.compSize, true
-	if st, err := os.Lstat(p.gzi); err == nil && st.Mode().IsRegular() {
-		s.PhysicalBytes += st.Size()
+	if st, err := dir.lstat(baseName(p.gzi)); err == nil && logFile(st, name) == nil {
+		s.PhysicalBytes += st.Size
 	}
 	return s, nil
-}
-
-func regular(st os.FileInfo, name string) error {
-	switch {
-	case st.Mode()&os.ModeSymlink != 0:
-		return refused("%s is a symbolic link", name)
-	case !st.Mode().IsRegular():
-		return refused("%s is not a regular file", name)
-	}
-	return nil
 }
 
 // Glob returns the logical names matching pattern (path.Match syntax over
@@ -381,14 +382,16 @@ func (d *Dir) Glob(pattern string) ([]string, error) {
 	if _, err := path.Match(pattern, ""); err != nil {
 		return nil, fault.New(fault.InvalidParams, "spool: bad pattern: %w", err)
 	}
-	if err := d.checkExecDir(); err != nil {
-		return nil, err
-	}
-	ents, err := os.ReadDir(d.execDir)
+	dir, err := d.openExec()
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, errNoLogs) {
 			return nil, nil
 		}
+		return nil, err
+	}
+	defer dir.Close()
+	ents, err := dir.f.ReadDir(-1)
+	if err != nil {
 		return nil, ioErr("read", d.execDir, err)
 	}
 	seen := map[string]bool{}
