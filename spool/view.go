@@ -275,42 +275,20 @@ func (r *viewReader) Read(p []byte) (int, error) {
 // Lines streams the log's lines to fn with their 1-based numbers, without
 // the '\n'; an unterminated last line counts. It stops early when fn
 // returns false. line is only valid during the call. A line longer than
-// MaxLineBytes is passed in consecutive pieces with the same number.
+// MaxLineBytes is passed in consecutive pieces with the same number, each
+// at most MaxLineBytes and cut after a whole UTF-8 character.
 func (v *View) Lines(fn func(lineNo int64, line []byte) bool) error {
-	br := bufio.NewReaderSize(v.Reader(), 64<<10)
-	var long []byte
-	no := int64(1)
+	r := newLineReader(v.Reader())
 	for {
-		b, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			long = append(long, b...)
-			if len(long) >= MaxLineBytes {
-				if !fn(no, long) {
-					return nil
-				}
-				long = long[:0]
-			}
-			continue
-		}
-		if err == nil {
-			b = b[:len(b)-1]
-		}
-		if len(long) > 0 {
-			long = append(long, b...)
-			b = long
-		}
-		if len(b) > 0 || err == nil || len(long) > 0 {
-			if !fn(no, b) {
-				return nil
-			}
-			no++
-			long = long[:0]
-		}
+		p, err := r.next()
 		if err == io.EOF {
 			return nil
 		}
 		if err != nil {
 			return err
+		}
+		if !fn(p.no, p.text) {
+			return nil
 		}
 	}
 }
