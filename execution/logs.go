@@ -2,7 +2,6 @@ package execution
 
 import (
 	"context"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -122,9 +121,9 @@ type GrepParams struct {
 // GrepLogs searches the logs c may read line by line with an RE2 pattern,
 // in file order.
 func (s *Session) GrepLogs(ctx context.Context, c Caller, p GrepParams) (spool.GrepResult, error) {
-	re, err := regexp.Compile(p.Pattern)
+	re, err := spool.CompilePattern(p.Pattern)
 	if err != nil {
-		return spool.GrepResult{}, fault.New(fault.InvalidParams, "pattern: %w", err)
+		return spool.GrepResult{}, err
 	}
 	if p.MaxMatches <= 0 {
 		p.MaxMatches = DefaultMaxMatches

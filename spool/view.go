@@ -233,6 +233,34 @@ func (v *View) Reader() io.Reader {
 	return &viewReader{v: v, r: &gzipStream{src: bufio.NewReaderSize(io.NewSectionReader(v.f, 0, v.idx.compSize), 64<<10)}}
 }
 
+// section returns a reader of the logical bytes [off, off+n) of the log,
+// read in order: for a retired log, the members from the one holding off
+// onwards, inflated as one stream.
+func (v *View) section(off, n int64) io.Reader {
+	if v.form == FormRaw || off >= v.size {
+		return &viewReader{v: v, r: io.NewSectionReader(v.f, off, min(n, max(0, v.size-off)))}
+	}
+	m := v.idx.members[v.idx.find(off)]
+	src := bufio.NewReaderSize(io.NewSectionReader(v.f, m.comp, v.idx.compSize-m.comp), 64<<10)
+	return &viewReader{v: v, r: io.LimitReader(&skipReader{r: &gzipStream{src: src}, skip: off - m.logical}, n)}
+}
+
+// skipReader drops the first skip bytes of r.
+type skipReader struct {
+	r    io.Reader
+	skip int64
+}
+
+func (s *skipReader) Read(p []byte) (int, error) {
+	if s.skip > 0 {
+		if err := discard(s.r, s.skip); err != nil {
+			return 0, err
+		}
+		s.skip = 0
+	}
+	return s.r.Read(p)
+}
+
 // gzipStream inflates a multi-member gzip stream, starting lazily so that
 // making a Reader cannot fail.
 type gzipStream struct {
