@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"sort"
 	"strings"
 	"sync"
@@ -382,11 +381,12 @@ func (d *Dir) Stat(name string) (Stat, error) {
 // logical names, so "executions/*.log" matches raw and retired logs alike;
 // an "artifact://" prefix is allowed), sorted, each once. Only regular
 // files with well-formed names are listed; temporary and index files never
-// are. A bad pattern is fault.InvalidParams.
+// are. A bad pattern, or one longer than MaxGlobBytes, is
+// fault.InvalidParams.
 func (d *Dir) Glob(pattern string) ([]string, error) {
-	pattern = strings.TrimPrefix(pattern, addrScheme)
-	if _, err := path.Match(pattern, ""); err != nil {
-		return nil, fault.New(fault.InvalidParams, "spool: bad pattern: %w", err)
+	g, err := compileGlob(strings.TrimPrefix(pattern, addrScheme))
+	if err != nil {
+		return nil, err
 	}
 	dir, err := d.openExec()
 	if err != nil {
@@ -411,7 +411,7 @@ func (d *Dir) Glob(pattern string) ([]string, error) {
 		if err != nil || seen[name] {
 			continue
 		}
-		if ok, _ := path.Match(pattern, name); ok {
+		if g.match(name) {
 			seen[name] = true
 			names = append(names, name)
 		}
