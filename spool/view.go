@@ -3,6 +3,7 @@ package spool
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -99,12 +100,19 @@ func openGzip(dir *execDir, name string, p logPaths) (*os.File, *gzIndex, error)
 		}
 		return nil, nil, err
 	}
-	x, err := loadIndex(f, st.Size, dir, baseName(p.gzi))
+	x, _, err := loadIndex(f, st.Size, dir, baseName(p.gzi), MaxRetireBytes)
+	if errors.Is(err, errScanBound) {
+		err = fmt.Errorf("without a usable index, and longer than any retired log (%d bytes): %w", MaxRetireBytes, err)
+	}
 	if err != nil {
 		f.Close()
-		return nil, nil, fault.New(fault.IO, "spool: %s: damaged compressed log: %w", name, err)
+		return nil, nil, damaged(name, err)
 	}
 	return f, x, nil
+}
+
+func damaged(name string, err error) error {
+	return fault.New(fault.IO, "spool: %s: damaged compressed log: %w", name, err)
 }
 
 // Name returns the view's logical name.
@@ -224,12 +232,44 @@ func discard(r io.Reader, n int64) error {
 }
 
 // Reader returns a new reader of the whole log from its start. For a
-// retired log it inflates as it goes, checking each member's CRC-32.
+// retired log it inflates as it goes, checking each member's CRC-32, and
+// fails once the stream gives more or fewer bytes than the index says, so
+// a damaged or forged file costs no more than the log it claims to be.
 func (v *View) Reader() io.Reader {
 	if v.form == FormRaw {
 		return &viewReader{v: v, r: io.NewSectionReader(v.f, 0, v.size)}
 	}
-	return &viewReader{v: v, r: &gzipStream{src: bufio.NewReaderSize(io.NewSectionReader(v.f, 0, v.idx.compSize), 64<<10)}}
+	stream := &gzipStream{src: bufio.NewReaderSize(io.NewSectionReader(v.f, 0, v.idx.compSize), 64<<10)}
+	return &viewReader{v: v, r: &exactReader{r: stream, left: v.size}}
+}
+
+// exactReader passes on the left bytes of r, and fails when r has fewer,
+// or more.
+type exactReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (e *exactReader) Read(p []byte) (int, error) {
+	if e.left == 0 {
+		var one [1]byte
+		for range 100 {
+			n, err := e.r.Read(one[:])
+			if n > 0 {
+				return 0, errors.New("compressed log inflates to more than its index says")
+			}
+			if err != nil {
+				return 0, err
+			}
+		}
+		return 0, io.ErrNoProgress
+	}
+	n, err := e.r.Read(p[:min(int64(len(p)), e.left)])
+	e.left -= int64(n)
+	if err == io.EOF && e.left > 0 {
+		err = errors.New("compressed log inflates to less than its index says")
+	}
+	return n, err
 }
 
 // section returns a reader of the logical bytes [off, off+n) of the log,
@@ -332,10 +372,17 @@ type Stat struct {
 	// Retired is true once a verified compressed copy exists, even while
 	// the raw file still waits for its readers.
 	Retired bool
+	// Unindexed is set for a retired log whose index is missing or not
+	// made for its .gz file. Its size is then learned by inflating it,
+	// but never more than statScanBytes of it: past that SizeUnknown is
+	// set and Size is 0. Reading it rebuilds the index in memory.
+	Unindexed   bool
+	SizeUnknown bool
 }
 
-// Stat describes a log by logical name or address without taking a lease.
-// It refuses and reports unknown names as Open does.
+// Stat describes a log by logical name or address without taking a lease,
+// in time that does not grow with the log. It refuses and reports unknown
+// names as Open does.
 func (d *Dir) Stat(name string) (Stat, error) {
 	name, err := ParseAddress(name)
 	if err != nil {
@@ -365,12 +412,25 @@ func (d *Dir) Stat(name string) (Stat, error) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return Stat{}, err
 	}
-	f, x, err := openGzip(dir, name, p)
+	f, gz, err := dir.open(baseName(p.gz), name)
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return Stat{}, notFound(name)
+		}
 		return Stat{}, err
 	}
+	x, indexed, err := loadIndex(f, gz.Size, dir, baseName(p.gzi), statScanBytes)
 	f.Close()
-	s.Form, s.Size, s.PhysicalBytes, s.Retired = FormGzip, x.size, x.compSize, true
+	switch {
+	case errors.Is(err, errScanBound):
+		s.SizeUnknown = true
+	case err != nil:
+		return Stat{}, damaged(name, err)
+	default:
+		s.Size = x.size
+	}
+	s.PhysicalBytes = gz.Size
+	s.Form, s.Retired, s.Unindexed = FormGzip, true, !indexed
 	if st, err := dir.lstat(baseName(p.gzi)); err == nil && logFile(st, name) == nil {
 		s.PhysicalBytes += st.Size
 	}
