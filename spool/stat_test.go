@@ -35,8 +35,9 @@ func zeroMember(t *testing.T, n int) []byte {
 // than statScanBytes of a retired log. The file here is one sound member
 // of 8 MiB followed by a gigabyte that is no gzip at all (a hole): a stat
 // that read on would fail, or take its time. It says the size is unknown
-// and why, and gives the physical size; a small log without an index still
-// gets its size.
+// and why, and gives the physical size; so it does for more than
+// statScanBytes of empty members. A small log without an index still gets
+// its size.
 func TestStatWithoutIndexIsBounded(t *testing.T) {
 	d := newDir(t)
 	path := filepath.Join(d.execDir, "exec-b-000001.log.gz")
@@ -46,6 +47,16 @@ func TestStatWithoutIndexIsBounded(t *testing.T) {
 	}
 	st, err := d.Stat("executions/exec-b-000001.log")
 	want := Stat{Name: "executions/exec-b-000001.log", Form: FormGzip, PhysicalBytes: 1 << 30, Retired: true, Unindexed: true, SizeUnknown: true}
+	if err != nil || st != want {
+		t.Fatalf("Stat = %+v, %v; want %+v", st, err, want)
+	}
+
+	// Empty members add nothing to the log, but reading them is work too.
+	empty := zeroMember(t, 0)
+	empties := bytes.Repeat(empty, statScanBytes/len(empty)+10)
+	writeFile(t, filepath.Join(d.execDir, "exec-b-000003.log.gz"), string(empties))
+	st, err = d.Stat("executions/exec-b-000003.log")
+	want = Stat{Name: "executions/exec-b-000003.log", Form: FormGzip, PhysicalBytes: int64(len(empties)), Retired: true, Unindexed: true, SizeUnknown: true}
 	if err != nil || st != want {
 		t.Fatalf("Stat = %+v, %v; want %+v", st, err, want)
 	}
