@@ -51,6 +51,20 @@ func continueLine(br *bufio.Reader, head []byte, no, off int64) *lineReader {
 func (r *lineReader) next() (linePiece, error) {
 	r.buf = r.buf[:copy(r.buf, r.buf[r.drop:])]
 	r.drop = 0
+	if len(r.buf) == 0 && !r.cont && r.err == nil {
+		// Most lines fit in br's buffer: hand them over from there.
+		b, err := r.br.ReadSlice('\n')
+		if err == nil {
+			p := linePiece{no: r.no, off: r.off, text: b[:len(b)-1], first: true, end: true, nl: true}
+			r.no++
+			r.off += int64(len(b))
+			return p, nil
+		}
+		r.buf = append(r.buf, b...)
+		if err != bufio.ErrBufferFull {
+			r.err = err
+		}
+	}
 	for !r.ended && len(r.buf) <= MaxLineBytes && r.err == nil {
 		b, err := r.br.ReadSlice('\n')
 		switch err {
