@@ -247,3 +247,30 @@ func swapRace(t *testing.T, by string) {
 		t.Fatalf("after the swaps: %+v, %v", r, err)
 	}
 }
+
+// TestRenderFileRefusesLinks: a log a previous helper left is rendered
+// only when it is a regular file with one link in a directory reached
+// without a link at its end.
+func TestRenderFileRefusesLinks(t *testing.T) {
+	root, state := stateUnder(t)
+	exec := filepath.Join(state, logDir)
+	secret := filepath.Join(root, "secret")
+	writeFile(t, secret, "secret\n")
+	writeFile(t, filepath.Join(exec, "good.log"), "genuine\n")
+	must(t, os.Link(secret, filepath.Join(exec, "hard.log")))
+	must(t, os.Symlink(secret, filepath.Join(exec, "soft.log")))
+	other := filepath.Join(root, "other")
+	must(t, os.Mkdir(other, 0o700))
+	writeFile(t, filepath.Join(other, "good.log"), "secret\n")
+	must(t, os.Symlink(other, filepath.Join(state, "linked")))
+
+	if o, err := RenderFile(filepath.Join(exec, "good.log"), 0, 8, 0); err != nil || o.Text != "genuine\n" {
+		t.Fatalf("good log: %q, %v", o.Text, err)
+	}
+	for _, path := range []string{filepath.Join(exec, "hard.log"), filepath.Join(exec, "soft.log"), filepath.Join(state, "linked", "good.log")} {
+		o, err := RenderFile(path, 0, 7, 0)
+		if err == nil || strings.Contains(o.Text+err.Error(), "secret\n") {
+			t.Errorf("RenderFile(%s) = %q, %v; want an error and no content", path, o.Text, err)
+		}
+	}
+}
