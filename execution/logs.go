@@ -2,7 +2,6 @@ package execution
 
 import (
 	"context"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -51,13 +50,15 @@ func (s *Session) logName(c Caller, address string) (string, error) {
 	return name, nil
 }
 
-// LogStat answers spool/stat.
+// LogStat answers spool/stat. LogicalBytes is absent when it cannot be
+// learned cheaply: a retired log without a usable index (Unindexed).
 type LogStat struct {
 	Address       string `json:"address"`
-	LogicalBytes  int64  `json:"logicalBytes"`
+	LogicalBytes  *int64 `json:"logicalBytes,omitempty"`
 	Physical      string `json:"physical"`
 	PhysicalBytes int64  `json:"physicalBytes"`
 	Retired       bool   `json:"retired,omitempty"`
+	Unindexed     bool   `json:"unindexed,omitempty"`
 }
 
 // StatLog describes one log.
@@ -70,7 +71,11 @@ func (s *Session) StatLog(c Caller, address string) (LogStat, error) {
 	if err != nil {
 		return LogStat{}, err
 	}
-	return LogStat{Address: statedir.Address(name), LogicalBytes: st.Size, Physical: string(st.Form), PhysicalBytes: st.PhysicalBytes, Retired: st.Retired}, nil
+	ls := LogStat{Address: statedir.Address(name), Physical: string(st.Form), PhysicalBytes: st.PhysicalBytes, Retired: st.Retired, Unindexed: st.Unindexed}
+	if !st.SizeUnknown {
+		ls.LogicalBytes = &st.Size
+	}
+	return ls, nil
 }
 
 // GlobLogs lists the addresses of the logs matching pattern (a logical
@@ -122,9 +127,9 @@ type GrepParams struct {
 // GrepLogs searches the logs c may read line by line with an RE2 pattern,
 // in file order.
 func (s *Session) GrepLogs(ctx context.Context, c Caller, p GrepParams) (spool.GrepResult, error) {
-	re, err := regexp.Compile(p.Pattern)
+	re, err := spool.CompilePattern(p.Pattern)
 	if err != nil {
-		return spool.GrepResult{}, fault.New(fault.InvalidParams, "pattern: %w", err)
+		return spool.GrepResult{}, err
 	}
 	if p.MaxMatches <= 0 {
 		p.MaxMatches = DefaultMaxMatches

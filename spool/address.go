@@ -1,12 +1,13 @@
 package spool
 
 import (
-	"os"
+	"errors"
 	"path/filepath"
 	"strings"
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
 	"github.com/mevedel/mevedel-exec/internal/statedir"
+	"golang.org/x/sys/unix"
 )
 
 // The names come from the state directory's layout.
@@ -59,24 +60,29 @@ func ParseAddress(addr string) (string, error) {
 
 // ParseAddress is ParseAddress plus the file system: it also refuses a name
 // whose raw or compressed file is a symbolic link (saying so when the link
-// resolves outside the executions directory), and an executions directory
-// that is itself a symbolic link. A well-formed name with no file is not an
-// error here; opening it is (fault.NotFound).
+// points outside the executions directory), and a state or executions
+// directory that is a symbolic link or was replaced. A well-formed name
+// with no file is not an error here; opening it is (fault.NotFound).
 func (d *Dir) ParseAddress(addr string) (string, error) {
 	name, err := ParseAddress(addr)
 	if err != nil {
 		return "", err
 	}
-	if err := d.checkExecDir(); err != nil {
+	dir, err := d.openExec()
+	if err != nil {
+		if errors.Is(err, errNoLogs) {
+			return name, nil
+		}
 		return "", err
 	}
+	defer dir.Close()
 	p := d.paths(name)
-	for _, path := range []string{p.raw, p.gz} {
-		st, err := os.Lstat(path)
-		if err != nil || st.Mode()&os.ModeSymlink == 0 {
+	for _, f := range []string{baseName(p.raw), baseName(p.gz)} {
+		st, err := dir.lstat(f)
+		if err != nil || st.Mode&unix.S_IFMT != unix.S_IFLNK {
 			continue
 		}
-		if !d.inside(path) {
+		if !d.inside(dir, f) {
 			return "", refused("%s resolves outside %s/ through a symbolic link", name, logDir)
 		}
 		return "", refused("%s is a symbolic link", name)
@@ -84,19 +90,21 @@ func (d *Dir) ParseAddress(addr string) (string, error) {
 	return name, nil
 }
 
-// inside reports whether the symbolic link at path resolves to a file in
-// the executions directory.
-func (d *Dir) inside(path string) bool {
-	target, err := filepath.EvalSymlinks(path)
+// inside reports whether the symbolic link file of dir names a file of
+// the executions directory itself. It only chooses the wording of a
+// refusal: nothing is read through the link.
+func (d *Dir) inside(dir *execDir, file string) bool {
+	target, err := dir.readlink(file)
 	if err != nil {
 		return false
 	}
-	dir, err := filepath.EvalSymlinks(d.execDir)
-	if err != nil {
-		return false
+	if filepath.IsAbs(target) {
+		if target, err = filepath.Rel(d.execDir, target); err != nil {
+			return false
+		}
 	}
-	rel, err := filepath.Rel(dir, target)
-	return err == nil && rel != "." && !strings.Contains(rel, string(filepath.Separator)) && rel != ".."
+	target = filepath.Clean(target)
+	return target != "." && target != ".." && !strings.Contains(target, string(filepath.Separator))
 }
 
 // hasScheme reports whether s starts with "scheme:" (a colon before any

@@ -1,39 +1,43 @@
 package spool
 
 import (
-	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
+	"golang.org/x/sys/unix"
 )
 
 // Dir is the execution logs of one state directory, addressed by logical
 // name ("executions/<id>.log") whatever their physical form: the raw spool
 // file <stateDir>/executions/<id>.log, or once retired the compressed
-// <id>.log.gz with its index <id>.log.gzi. A Dir only holds paths; leases
-// live in a process-wide registry keyed by file path, so every Dir made for
-// the same state directory path sees the same leases.
+// <id>.log.gz with its index <id>.log.gzi. A Dir holds paths and the
+// identities of its two directories (see beneath.go); leases live in a
+// process-wide registry keyed by file path, so every Dir made for the same
+// state directory path sees the same leases.
 type Dir struct {
 	stateDir string
 	execDir  string
+	ids      dirIDs
 
 	// beforeVerify, when set (tests only), runs on the temporary compressed
 	// file after it is written and before it is verified.
 	beforeVerify func(tmpPath string) error
 }
 
-// NewDir returns the Dir of stateDir. Nothing is touched on disk.
+// NewDir returns the Dir of stateDir. It records the identities (device
+// and inode) of the state directory and its executions/ directory, those
+// that exist, so that one replaced later is refused; nothing is written.
 func NewDir(stateDir string) *Dir {
 	if abs, err := filepath.Abs(stateDir); err == nil {
 		stateDir = abs
 	}
 	stateDir = filepath.Clean(stateDir)
-	return &Dir{stateDir: stateDir, execDir: filepath.Join(stateDir, logDir)}
+	d := &Dir{stateDir: stateDir, execDir: filepath.Join(stateDir, logDir)}
+	d.recordIDs()
+	return d
 }
 
 // StateDir returns the state directory, made absolute.
@@ -60,25 +64,8 @@ func (d *Dir) paths(name string) logPaths {
 	}
 }
 
-// checkExecDir refuses an executions directory that is a symbolic link,
-// since following it would read outside the state directory. A missing
-// directory is fine here: the file opens will report the name as unknown.
-func (d *Dir) checkExecDir() error {
-	st, err := os.Lstat(d.execDir)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return ioErr("stat", d.execDir, err)
-	}
-	if st.Mode()&os.ModeSymlink != 0 {
-		return refused("%s/ is a symbolic link", logDir)
-	}
-	if !st.IsDir() {
-		return refused("%s/ is not a directory", logDir)
-	}
-	return nil
-}
+// baseName is the name of path in the executions directory.
+func baseName(path string) string { return filepath.Base(path) }
 
 // leaseRegistry counts the readers of each log, keyed by the raw file's
 // path, and remembers a raw file whose removal waits for them.
@@ -88,10 +75,9 @@ type leaseRegistry struct {
 }
 
 type leaseEntry struct {
-	n        int         // leases held
-	retiring bool        // a Retire of this log is running
-	pending  os.FileInfo // raw file to remove when n drops to 0, or nil
-	gz       string      // the compressed file that replaces it
+	n        int          // leases held
+	retiring bool         // a Retire of this log is running
+	pending  *unix.Stat_t // raw file to remove when n drops to 0, or nil
 }
 
 var leases = leaseRegistry{m: map[string]*leaseEntry{}}
@@ -144,37 +130,45 @@ func (d *Dir) release(key string) {
 	e := leases.m[key]
 	e.n--
 	var removed *os.File
+	var dir *execDir
 	if e.n == 0 && e.pending != nil {
-		removed, _ = removeRaw(key, e.gz, e.pending) // on failure the raw file stays, still preferred
+		// On any failure the raw file stays, still preferred by readers.
+		if x, err := d.openExec(); err == nil {
+			dir = x
+			removed, _ = removeRaw(dir, baseName(key), e.pending)
+		}
 		e.pending = nil
 	}
 	leases.tidy(key, e)
 	leases.mu.Unlock()
 	if removed != nil {
 		removed.Close()
-		syncDir(filepath.Dir(key))
+		dir.sync()
+	}
+	if dir != nil {
+		dir.Close()
 	}
 }
 
-// removeRaw removes the raw file at path if it is still the file described
-// by was (same file, size and modification time) and its compressed
-// replacement gz is in place; otherwise it leaves it. It returns the removed
-// file open, for the caller to close: the last close frees its blocks,
-// which takes a while for a large file.
-func removeRaw(path, gz string, was os.FileInfo) (*os.File, error) {
-	f, st, err := openNoFollow(path, path)
+// removeRaw removes the raw file raw of dir if it is still the file
+// described by was (same file, size and modification time) and its
+// compressed replacement is in place; otherwise it leaves it. It returns
+// the removed file open, for the caller to close: the last close frees its
+// blocks, which takes a while for a large file.
+func removeRaw(dir *execDir, raw string, was *unix.Stat_t) (*os.File, error) {
+	f, st, err := dir.open(raw, raw)
 	if err != nil {
 		return nil, err
 	}
 	if !unchanged(st, was) {
 		f.Close()
-		return nil, fault.New(fault.IO, "spool: %s changed after it was compressed; kept", path)
+		return nil, fault.New(fault.IO, "spool: %s changed after it was compressed; kept", raw)
 	}
-	if g, err := os.Lstat(gz); err != nil || !g.Mode().IsRegular() {
+	if g, err := dir.lstat(raw + gzExt); err != nil || logFile(g, raw+gzExt) != nil {
 		f.Close()
-		return nil, fault.New(fault.IO, "spool: %s has no compressed copy; kept", path)
+		return nil, fault.New(fault.IO, "spool: %s has no compressed copy; kept", raw)
 	}
-	if err := os.Remove(path); err != nil {
+	if err := dir.remove(raw); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -183,63 +177,8 @@ func removeRaw(path, gz string, was os.FileInfo) (*os.File, error) {
 
 // unchanged reports whether now describes the same file as was, with the
 // same size and modification time.
-func unchanged(now, was os.FileInfo) bool {
-	return os.SameFile(now, was) && now.Size() == was.Size() && now.ModTime().Equal(was.ModTime())
-}
-
-// openNoFollow opens path for reading without following a symbolic link
-// (fault.Refused), and refuses anything but a regular file. O_NONBLOCK
-// keeps a planted FIFO from blocking the open; it means nothing for a
-// regular file. A missing file is returned as the os error, so callers can
-// test it with fs.ErrNotExist.
-func openNoFollow(path, name string) (*os.File, os.FileInfo, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, nil, refused("%s is a symbolic link", name)
-		}
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, err
-		}
-		return nil, nil, ioErr("open", path, err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, ioErr("stat", path, err)
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, nil, refused("%s is not a regular file", name)
-	}
-	return f, st, nil
-}
-
-// createPrivate creates path (which must not exist) for writing, mode 0600.
-func createPrivate(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
-	if err != nil {
-		return nil, ioErr("create", path, err)
-	}
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		os.Remove(path)
-		return nil, ioErr("chmod", path, err)
-	}
-	return f, nil
-}
-
-// syncDir flushes a directory's entries (after renames and removals).
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return ioErr("open", dir, err)
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return ioErr("sync", dir, err)
-	}
-	return nil
+func unchanged(now, was *unix.Stat_t) bool {
+	return idOf(now) == idOf(was) && now.Size == was.Size && now.Mtim == was.Mtim
 }
 
 func notFound(name string) error {

@@ -90,11 +90,11 @@ func TestGrepBlocksAgreesWithLineByLine(t *testing.T) {
 		re := regexp.MustCompile(pattern)
 		block := regexp.MustCompile("(?m:" + pattern + ")")
 		lit := requiredLiteral(pattern)
-		want, _, err := d.grepOne(ctx, "executions/x.log", "executions/x.log", re, lit, 0, 1<<30)
+		want, _, err := d.grepOne(ctx, "executions/x.log", "executions/x.log", re, lit, 0, bounds{matches: 1 << 30, text: 1 << 40})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, _, err := d.grepBlocks(ctx, "executions/x.log", "executions/x.log", re, block, requiredLiterals(pattern), 1<<30)
+		got, _, err := d.grepBlocks(ctx, "executions/x.log", "executions/x.log", re, block, requiredLiterals(pattern), bounds{matches: 1 << 30, text: 1 << 40})
 		if err != nil {
 			t.Fatal(err)
 		}

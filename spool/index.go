@@ -31,7 +31,8 @@ import (
 //
 // All integers are little-endian. The index is only an accelerator: when it
 // is missing or does not match the .gz file, readers rebuild it in memory
-// by scanning the members, so nothing is lost with it.
+// by scanning the members, so nothing is lost with it. That scan stops at
+// MaxRetireBytes (no retired log is larger), and Stat's at statScanBytes.
 
 var gziMagic = [8]byte{'M', 'V', 'G', 'Z', 'I', 0, 0, 1}
 
@@ -40,6 +41,9 @@ const (
 	// maxIndexBytes bounds what is read as an index: far more members than
 	// a MaxRetireBytes log can have at any member size worth using.
 	maxIndexBytes = 1 << 20
+	// statScanBytes bounds the work of Stat on a log without a usable
+	// index, so that it never costs time in proportion to the log.
+	statScanBytes = 4 << 20
 )
 
 // member is where one gzip member starts, in the .gz file and in the log.
@@ -140,36 +144,44 @@ func (x *gzIndex) find(off int64) int {
 }
 
 // loadIndex returns the index of the open .gz file gz (of compSize bytes):
-// the sidecar at gziPath when it is sound and made for this file, else one
-// rebuilt by scanning the members.
-func loadIndex(gz *os.File, compSize int64, gziPath string) (*gzIndex, error) {
-	if b, err := readSmall(gziPath, maxIndexBytes); err == nil {
+// the sidecar gzi in dir when it is sound and made for this file, else one
+// rebuilt by scanning at most scan bytes of the members (see scanMembers).
+// indexed says which.
+func loadIndex(gz *os.File, compSize int64, dir *execDir, gzi string, scan int64) (x *gzIndex, indexed bool, err error) {
+	if b, err := readSmall(dir, gzi, maxIndexBytes); err == nil {
 		if x, err := decodeIndex(b); err == nil && x.compSize == compSize {
-			return x, nil
+			return x, true, nil
 		}
 	}
-	return scanMembers(gz, compSize)
+	x, err = scanMembers(gz, compSize, scan)
+	return x, false, err
 }
 
-// readSmall reads a regular file of at most limit bytes, not following a
-// symbolic link.
-func readSmall(path string, limit int64) ([]byte, error) {
-	f, st, err := openNoFollow(path, path)
+// readSmall reads the file name of dir, of at most limit bytes, refusing
+// what execDir.open refuses.
+func readSmall(dir *execDir, name string, limit int64) ([]byte, error) {
+	f, st, err := dir.open(name, name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if st.Size() > limit {
+	if st.Size > limit {
 		return nil, errBadIndex
 	}
 	return io.ReadAll(io.LimitReader(f, limit))
 }
 
-// scanMembers rebuilds an index by inflating every member of r in turn. It
-// costs a full inflation, so it only runs when the sidecar is unusable. The
-// SHA-256 is left zero: nothing reads it back.
-func scanMembers(r io.ReaderAt, compSize int64) (*gzIndex, error) {
-	cr := &countingReader{r: bufio.NewReaderSize(io.NewSectionReader(r, 0, compSize), 64<<10)}
+// errScanBound says that scanMembers stopped at its bound.
+var errScanBound = errors.New("members go on past the scan's bound")
+
+// scanMembers rebuilds an index by inflating every member of r in turn,
+// reading at most limit compressed bytes and inflating at most limit
+// bytes; past either it returns errScanBound. It costs inflating the log,
+// so it only runs when the sidecar is unusable, and the bound keeps a
+// gzip bomb from costing more. The SHA-256 is left zero: nothing reads it
+// back.
+func scanMembers(r io.ReaderAt, compSize, limit int64) (*gzIndex, error) {
+	cr := &countingReader{r: bufio.NewReaderSize(io.NewSectionReader(r, 0, compSize), 64<<10), limit: limit}
 	x := &gzIndex{compSize: compSize}
 	var zr gzip.Reader
 	for cr.n < compSize {
@@ -180,9 +192,12 @@ func scanMembers(r io.ReaderAt, compSize int64) (*gzIndex, error) {
 			return nil, err
 		}
 		zr.Multistream(false)
-		n, err := io.Copy(io.Discard, &zr)
-		if err != nil {
+		n, err := io.CopyN(io.Discard, &zr, limit-x.size+1)
+		if err != nil && err != io.EOF {
 			return nil, err
+		}
+		if x.size+n > limit {
+			return nil, errScanBound
 		}
 		if n == 0 {
 			continue // an empty member adds nothing to the log
@@ -196,19 +211,27 @@ func scanMembers(r io.ReaderAt, compSize int64) (*gzIndex, error) {
 	return x, nil
 }
 
-// countingReader counts the bytes taken from a buffered reader.
+// countingReader counts the bytes taken from a buffered reader, and
+// refuses to give more than limit.
 type countingReader struct {
-	r *bufio.Reader
-	n int64
+	r     *bufio.Reader
+	n     int64
+	limit int64
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
+	if c.n >= c.limit {
+		return 0, errScanBound
+	}
+	n, err := c.r.Read(p[:min(int64(len(p)), c.limit-c.n)])
 	c.n += int64(n)
 	return n, err
 }
 
 func (c *countingReader) ReadByte() (byte, error) {
+	if c.n >= c.limit {
+		return 0, errScanBound
+	}
 	b, err := c.r.ReadByte()
 	if err == nil {
 		c.n++

@@ -1,9 +1,9 @@
 package spool
 
 import (
-	"bytes"
 	"errors"
 	"io"
+	"math"
 	"unicode/utf8"
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
@@ -19,6 +19,11 @@ type ReadResult struct {
 	Length     int64  `json:"length"`
 	TotalBytes int64  `json:"totalBytes"`
 	EOF        bool   `json:"eof,omitempty"`
+	// Cut is set when a line read ends inside its first line, which with
+	// its newline is longer than MaxReadBytes: Text is the line's head,
+	// cut after a whole UTF-8 character, and the rest starts at
+	// Offset+Length.
+	Cut bool `json:"cut,omitempty"`
 }
 
 // Read reads a byte range of a log (length ≤ MaxReadBytes; 0 means the
@@ -51,7 +56,9 @@ func (d *Dir) Read(name string, offset, length int64) (ReadResult, error) {
 }
 
 // ReadLines reads count lines of a log from line first (1-based; count 0:
-// to the end), at most MaxReadBytes in all.
+// to the end): whole lines, at most MaxReadBytes in all, or when the first
+// line alone is longer, its head (see ReadResult.Cut). Offset+Length is
+// always where the next read should start.
 func (d *Dir) ReadLines(name string, first, count int64) (ReadResult, error) {
 	v, err := d.Open(name)
 	if err != nil {
@@ -76,49 +83,52 @@ func completePrefix(b []byte) int {
 }
 
 func readLines(v *View, first, count int64) (ReadResult, error) {
-	if count == 0 {
-		count = 1 << 62
+	last := int64(math.MaxInt64) // the last line wanted
+	if count > 0 && first <= math.MaxInt64-count {
+		last = first + count - 1
 	}
-	var out bytes.Buffer
-	pos, offset, prev := int64(0), int64(-1), int64(0)
-	open := false // the last line written still lacks its newline
-	// Lines hands a line longer than MaxLineBytes over in pieces
-	// with one number: a newline is counted when the number changes.
-	err := v.Lines(func(no int64, text []byte) bool {
-		if prev != 0 && no != prev {
-			pos++
-			if open {
-				out.WriteByte('\n')
-				open = false
-			}
+	r := newLineReader(v.Reader())
+	var out []byte
+	offset := int64(-1)
+	whole := 0 // len(out) after the last whole line
+	cut := false
+	for {
+		p, err := r.next()
+		if err == io.EOF {
+			break
 		}
-		prev = no
-		if no < first {
-			pos += int64(len(text))
-			return true
+		if err != nil {
+			return ReadResult{}, fault.New(fault.IO, "reading %s: %w", v.Name(), err)
 		}
-		if no >= first+count || out.Len()+len(text) > MaxReadBytes {
-			return false
+		if p.no > last {
+			break
+		}
+		if p.no < first {
+			continue
 		}
 		if offset < 0 {
-			offset = pos
+			offset = p.off
 		}
-		out.Write(text)
-		open = true
-		pos += int64(len(text))
-		return true
-	})
-	if err != nil {
-		return ReadResult{}, fault.New(fault.IO, "reading %s: %w", v.Name(), err)
+		out = append(out, p.text...)
+		if p.nl {
+			out = append(out, '\n')
+		}
+		if len(out) > MaxReadBytes {
+			if whole > 0 {
+				out = out[:whole]
+			} else {
+				out, cut = out[:completePrefix(out[:MaxReadBytes])], true
+			}
+			break
+		}
+		if p.end {
+			whole = len(out)
+		}
 	}
 	size := v.Size()
 	if offset < 0 { // no line at or after first
-		offset = size
-		out.Reset()
+		offset, out = size, nil
 	}
-	if open && offset+int64(out.Len()) < size {
-		out.WriteByte('\n') // the newline that ends the last line read
-	}
-	length := int64(out.Len())
-	return ReadResult{Text: out.String(), Offset: offset, Length: length, TotalBytes: size, EOF: offset+length >= size}, nil
+	length := int64(len(out))
+	return ReadResult{Text: string(out), Offset: offset, Length: length, TotalBytes: size, EOF: offset+length >= size, Cut: cut}, nil
 }

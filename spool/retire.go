@@ -8,9 +8,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
-	"time"
 
 	"github.com/klauspost/compress/gzip"
 
@@ -79,10 +79,17 @@ func (d *Dir) Retire(name string, opts RetireOptions) (RetireResult, error) {
 	if err != nil {
 		return RetireResult{}, err
 	}
-	if err := d.checkExecDir(); err != nil {
+	dir, err := d.openExec()
+	if err != nil {
+		if errors.Is(err, errNoLogs) {
+			return RetireResult{}, notFound(name)
+		}
 		return RetireResult{}, err
 	}
+	defer dir.Close()
 	p := d.paths(name)
+	rawFile, gzFile, gziFile := baseName(p.raw), baseName(p.gz), baseName(p.gzi)
+	tmpFile, gziTmpFile := baseName(p.tmp), baseName(p.gziTmp)
 
 	leases.mu.Lock()
 	e := leases.entry(p.raw)
@@ -103,10 +110,13 @@ func (d *Dir) Retire(name string, opts RetireOptions) (RetireResult, error) {
 		leases.mu.Unlock()
 	}()
 
-	raw, st, err := openNoFollow(p.raw, name)
+	raw, st, err := dir.open(rawFile, name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			if g, gerr := os.Lstat(p.gz); gerr == nil && g.Mode().IsRegular() {
+			if g, gerr := dir.lstat(gzFile); gerr == nil {
+				if err := logFile(g, name); err != nil {
+					return RetireResult{}, err
+				}
 				return RetireResult{Reason: "already retired"}, nil
 			}
 			return RetireResult{}, notFound(name)
@@ -114,8 +124,8 @@ func (d *Dir) Retire(name string, opts RetireOptions) (RetireResult, error) {
 		return RetireResult{}, err
 	}
 	defer raw.Close()
-	res := RetireResult{RawBytes: st.Size()}
-	switch size := st.Size(); {
+	res := RetireResult{RawBytes: st.Size}
+	switch size := st.Size; {
 	case size < MinRetireBytes:
 		res.Reason = fmt.Sprintf("too small: %d bytes, retirement starts at %d", size, MinRetireBytes)
 		return res, nil
@@ -134,9 +144,9 @@ func (d *Dir) Retire(name string, opts RetireOptions) (RetireResult, error) {
 	}
 
 	// Leftovers of an interrupted retirement are ours to clear.
-	os.Remove(p.tmp)
-	os.Remove(p.gziTmp)
-	tmp, err := createPrivate(p.tmp)
+	dir.remove(tmpFile)
+	dir.remove(gziTmpFile)
+	tmp, err := dir.create(tmpFile)
 	if err != nil {
 		return res, err
 	}
@@ -146,34 +156,34 @@ func (d *Dir) Retire(name string, opts RetireOptions) (RetireResult, error) {
 			tmp.Close()
 		}
 		if !kept {
-			os.Remove(p.tmp)
-			os.Remove(p.gziTmp)
+			dir.remove(tmpFile)
+			dir.remove(gziTmpFile)
 		}
 	}()
 
 	c := crew{n: workers, low: opts.Background}
-	x, err := compressLog(raw, st.Size(), tmp, memberBytes, c)
+	x, err := compressLog(raw, st.Size, tmp, memberBytes, c)
 	if err != nil {
 		return res, fault.New(fault.IO, "spool: retire %s: %w; raw kept", name, err)
 	}
-	if err := stillSame(raw, p.raw, st); err != nil {
+	if err := stillSame(raw, dir, rawFile, st); err != nil {
 		return res, fault.New(fault.IO, "spool: retire %s: %w; raw kept", name, err)
 	}
 	idx := x.encode()
 	res.GzipBytes = x.compSize + int64(len(idx))
 	res.Members = len(x.members)
-	if limit := st.Size() - st.Size()/3; res.GzipBytes > limit {
-		res.Reason = fmt.Sprintf("not smaller: compresses to %d of %d bytes, and retirement needs a saving of at least a third", res.GzipBytes, st.Size())
+	if limit := st.Size - st.Size/3; res.GzipBytes > limit {
+		res.Reason = fmt.Sprintf("not smaller: compresses to %d of %d bytes, and retirement needs a saving of at least a third", res.GzipBytes, st.Size)
 		return res, nil
 	}
 	// The copy carries the log's time, for whatever ages logs by it
 	// (best effort: a copy with a new time loses nothing).
-	os.Chtimes(p.tmp, time.Time{}, st.ModTime())
+	unix.UtimesNanoAt(dir.fd, tmpFile, []unix.Timespec{{Nsec: unix.UTIME_OMIT}, st.Mtim}, unix.AT_SYMLINK_NOFOLLOW)
 	// Flush the copy while verifying it: verification reads it back
 	// through the page cache on its own descriptor.
 	synced := make(chan error, 1)
 	go func(f *os.File) { synced <- f.Sync() }(tmp)
-	verr := d.verify(p.tmp, x, c)
+	verr := d.verify(dir, tmpFile, x, c)
 	serr := <-synced
 	cerr := tmp.Close()
 	tmp = nil
@@ -185,32 +195,32 @@ func (d *Dir) Retire(name string, opts RetireOptions) (RetireResult, error) {
 	case cerr != nil:
 		return res, ioErr("close", p.tmp, cerr)
 	}
-	if err := stillSame(raw, p.raw, st); err != nil {
+	if err := stillSame(raw, dir, rawFile, st); err != nil {
 		return res, fault.New(fault.IO, "spool: retire %s: %w; raw kept", name, err)
 	}
-	if err := writeFileSync(p.gziTmp, idx); err != nil {
+	if err := writeFileSync(dir, gziTmpFile, idx); err != nil {
 		return res, err
 	}
-	if err := os.Rename(p.gziTmp, p.gzi); err != nil {
-		return res, ioErr("rename", p.gziTmp, err)
+	if err := dir.rename(gziTmpFile, gziFile); err != nil {
+		return res, err
 	}
-	if err := os.Rename(p.tmp, p.gz); err != nil {
-		os.Remove(p.gzi)
-		return res, ioErr("rename", p.tmp, err)
+	if err := dir.rename(tmpFile, gzFile); err != nil {
+		dir.remove(gziFile)
+		return res, err
 	}
 	kept = true
-	if err := syncDir(d.execDir); err != nil {
+	if err := dir.sync(); err != nil {
 		return res, err
 	}
 	res.Retired = true
 
 	leases.mu.Lock()
 	if e.n > 0 {
-		e.pending, e.gz = st, p.gz
+		e.pending = st
 		leases.mu.Unlock()
 		return res, nil
 	}
-	removed, err := removeRaw(p.raw, p.gz, st)
+	removed, err := removeRaw(dir, rawFile, st)
 	leases.mu.Unlock()
 	if removed != nil {
 		removed.Close()
@@ -221,37 +231,43 @@ func (d *Dir) Retire(name string, opts RetireOptions) (RetireResult, error) {
 		return res, fault.New(fault.IO, "spool: retire %s: remove raw: %w", name, err)
 	}
 	res.RawRemoved = true
-	return res, syncDir(d.execDir)
+	return res, dir.sync()
 }
 
-// verify runs the test hook, if any, then verifyLog.
-func (d *Dir) verify(path string, x *gzIndex, c crew) error {
+// verify runs the test hook, if any, then verifyLog on the file tmp of dir.
+func (d *Dir) verify(dir *execDir, tmp string, x *gzIndex, c crew) error {
 	if d.beforeVerify != nil {
-		if err := d.beforeVerify(path); err != nil {
+		if err := d.beforeVerify(filepath.Join(d.execDir, tmp)); err != nil {
 			return err
 		}
 	}
-	return verifyLog(path, x, c)
+	f, st, err := dir.open(tmp, tmp)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return verifyLog(f, st.Size, x, c)
 }
 
-// stillSame checks that the raw file was not written, replaced or moved
-// while it was being compressed.
-func stillSame(f *os.File, path string, was os.FileInfo) error {
-	now, err := f.Stat()
+// stillSame checks that the raw file (open as f, named raw in dir) was not
+// written, replaced or moved while it was being compressed.
+func stillSame(f *os.File, dir *execDir, raw string, was *unix.Stat_t) error {
+	now, err := fstat(f)
 	if err != nil {
 		return err
 	}
 	if !unchanged(now, was) {
 		return errors.New("raw file changed while it was being compressed")
 	}
-	if now, err = os.Lstat(path); err != nil || !unchanged(now, was) {
+	if st, err := dir.lstat(raw); err != nil || !unchanged(st, was) {
 		return errors.New("raw file was replaced while it was being compressed")
 	}
 	return nil
 }
 
-func writeFileSync(path string, b []byte) error {
-	f, err := createPrivate(path)
+func writeFileSync(dir *execDir, name string, b []byte) error {
+	path := filepath.Join(dir.path, name)
+	f, err := dir.create(name)
 	if err != nil {
 		return err
 	}
@@ -325,20 +341,15 @@ func compressLog(raw io.ReaderAt, size int64, dst io.Writer, memberBytes int, c 
 	return x, nil
 }
 
-// verifyLog inflates the compressed file at path member by member (on
-// workers goroutines, hashing in order) and checks that it is exactly the
+// verifyLog inflates the compressed file f (of size bytes) member by
+// member (on workers goroutines, hashing in order) and checks that it is exactly the
 // members of x, end to end, and gives x.size bytes with SHA-256 x.sum. Each
 // member must end exactly where the next begins, so any gzip reader sees
 // the same bytes.
-func verifyLog(path string, x *gzIndex, c crew) error {
+func verifyLog(f *os.File, size int64, x *gzIndex, c crew) error {
 	workers := c.n
-	f, st, err := openNoFollow(path, path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if st.Size() != x.compSize {
-		return fmt.Errorf("compressed file is %d bytes, %d were written", st.Size(), x.compSize)
+	if size != x.compSize {
+		return fmt.Errorf("compressed file is %d bytes, %d were written", size, x.compSize)
 	}
 	if err := x.check(); err != nil || (len(x.members) > 0 && x.members[0].comp != 0) {
 		return errors.New("members do not tile the file")

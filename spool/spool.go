@@ -16,12 +16,14 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
 	"unicode/utf8"
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
+	"golang.org/x/sys/unix"
 )
 
 const (
@@ -585,14 +587,30 @@ func (t *tailBuf) state() (endsNL bool, partial int) {
 }
 
 // RenderFile renders [from,to) of a spool file that no Spool of this
-// process holds (one a previous helper wrote), as Render does.
+// process holds (one a previous helper wrote), as Render does. The file's
+// identity is taken from a descriptor opened beneath its directory, which
+// is itself opened without following a link, and Render reads only a file
+// with that identity; a file with more than one link is refused.
 func RenderFile(path string, from, to int64, maxChars int) (Observation, error) {
-	st, err := os.Lstat(path)
+	dfd, err := openNoInterrupt(func() (int, error) {
+		return unix.Open(filepath.Dir(path), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		return Observation{}, ioErr("open", filepath.Dir(path), err)
+	}
+	dir := &execDir{f: os.NewFile(uintptr(dfd), filepath.Dir(path)), fd: dfd, path: filepath.Dir(path)}
+	defer dir.Close()
+	f, _, err := dir.open(filepath.Base(path), path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return Observation{}, ioErr("open", path, err)
+		}
+		return Observation{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
 	if err != nil {
 		return Observation{}, ioErr("stat", path, err)
-	}
-	if !st.Mode().IsRegular() {
-		return Observation{}, fault.New(fault.IO, "spool: %s is not a regular file", path)
 	}
 	s := &Spool{path: path, ident: st, bytes: st.Size()}
 	return s.Render(from, to, maxChars)

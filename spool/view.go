@@ -3,10 +3,10 @@ package spool
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"sort"
 	"strings"
 	"sync"
@@ -48,20 +48,26 @@ type View struct {
 // Open opens a view of a log by logical name or address (see ParseAddress),
 // taking a lease on it. The raw file is preferred while it exists; one that
 // goes away before it is opened (retired meanwhile) is read from its
-// compressed copy instead. A symbolic link or other non-regular file is
-// refused (fault.Refused); a well-formed name with neither file is
-// fault.NotFound. Close the view when done.
+// compressed copy instead. A symbolic link, a file with more than one link
+// or other non-regular file, and a state or executions directory that is a
+// link or was replaced, are refused (fault.Refused); a well-formed name
+// with no file is fault.NotFound. Close the view when done.
 func (d *Dir) Open(name string) (*View, error) {
 	name, err := ParseAddress(name)
 	if err != nil {
 		return nil, err
 	}
-	if err := d.checkExecDir(); err != nil {
+	dir, err := d.openExec()
+	if err != nil {
+		if errors.Is(err, errNoLogs) {
+			return nil, notFound(name)
+		}
 		return nil, err
 	}
+	defer dir.Close()
 	p := d.paths(name)
 	release := d.lease(p)
-	v, err := openView(name, p)
+	v, err := openView(dir, name, p)
 	if err != nil {
 		release()
 		return nil, err
@@ -70,15 +76,15 @@ func (d *Dir) Open(name string) (*View, error) {
 	return v, nil
 }
 
-func openView(name string, p logPaths) (*View, error) {
-	f, st, err := openNoFollow(p.raw, name)
+func openView(dir *execDir, name string, p logPaths) (*View, error) {
+	f, st, err := dir.open(baseName(p.raw), name)
 	if err == nil {
-		return &View{name: name, form: FormRaw, size: st.Size(), f: f}, nil
+		return &View{name: name, form: FormRaw, size: st.Size, f: f}, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	f, x, err := openGzip(name, p)
+	f, x, err := openGzip(dir, name, p)
 	if err != nil {
 		return nil, err
 	}
@@ -86,20 +92,27 @@ func openView(name string, p logPaths) (*View, error) {
 }
 
 // openGzip opens a retired log's .gz file and its index.
-func openGzip(name string, p logPaths) (*os.File, *gzIndex, error) {
-	f, st, err := openNoFollow(p.gz, name)
+func openGzip(dir *execDir, name string, p logPaths) (*os.File, *gzIndex, error) {
+	f, st, err := dir.open(baseName(p.gz), name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil, notFound(name)
 		}
 		return nil, nil, err
 	}
-	x, err := loadIndex(f, st.Size(), p.gzi)
+	x, _, err := loadIndex(f, st.Size, dir, baseName(p.gzi), MaxRetireBytes)
+	if errors.Is(err, errScanBound) {
+		err = fmt.Errorf("without a usable index, and longer than any retired log (%d bytes): %w", MaxRetireBytes, err)
+	}
 	if err != nil {
 		f.Close()
-		return nil, nil, fault.New(fault.IO, "spool: %s: damaged compressed log: %w", name, err)
+		return nil, nil, damaged(name, err)
 	}
 	return f, x, nil
+}
+
+func damaged(name string, err error) error {
+	return fault.New(fault.IO, "spool: %s: damaged compressed log: %w", name, err)
 }
 
 // Name returns the view's logical name.
@@ -219,12 +232,72 @@ func discard(r io.Reader, n int64) error {
 }
 
 // Reader returns a new reader of the whole log from its start. For a
-// retired log it inflates as it goes, checking each member's CRC-32.
+// retired log it inflates as it goes, checking each member's CRC-32, and
+// fails once the stream gives more or fewer bytes than the index says, so
+// a damaged or forged file costs no more than the log it claims to be.
 func (v *View) Reader() io.Reader {
 	if v.form == FormRaw {
 		return &viewReader{v: v, r: io.NewSectionReader(v.f, 0, v.size)}
 	}
-	return &viewReader{v: v, r: &gzipStream{src: bufio.NewReaderSize(io.NewSectionReader(v.f, 0, v.idx.compSize), 64<<10)}}
+	stream := &gzipStream{src: bufio.NewReaderSize(io.NewSectionReader(v.f, 0, v.idx.compSize), 64<<10)}
+	return &viewReader{v: v, r: &exactReader{r: stream, left: v.size}}
+}
+
+// exactReader passes on the left bytes of r, and fails when r has fewer,
+// or more.
+type exactReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (e *exactReader) Read(p []byte) (int, error) {
+	if e.left == 0 {
+		var one [1]byte
+		for range 100 {
+			n, err := e.r.Read(one[:])
+			if n > 0 {
+				return 0, errors.New("compressed log inflates to more than its index says")
+			}
+			if err != nil {
+				return 0, err
+			}
+		}
+		return 0, io.ErrNoProgress
+	}
+	n, err := e.r.Read(p[:min(int64(len(p)), e.left)])
+	e.left -= int64(n)
+	if err == io.EOF && e.left > 0 {
+		err = errors.New("compressed log inflates to less than its index says")
+	}
+	return n, err
+}
+
+// section returns a reader of the logical bytes [off, off+n) of the log,
+// read in order: for a retired log, the members from the one holding off
+// onwards, inflated as one stream.
+func (v *View) section(off, n int64) io.Reader {
+	if v.form == FormRaw || off >= v.size {
+		return &viewReader{v: v, r: io.NewSectionReader(v.f, off, min(n, max(0, v.size-off)))}
+	}
+	m := v.idx.members[v.idx.find(off)]
+	src := bufio.NewReaderSize(io.NewSectionReader(v.f, m.comp, v.idx.compSize-m.comp), 64<<10)
+	return &viewReader{v: v, r: io.LimitReader(&skipReader{r: &gzipStream{src: src}, skip: off - m.logical}, n)}
+}
+
+// skipReader drops the first skip bytes of r.
+type skipReader struct {
+	r    io.Reader
+	skip int64
+}
+
+func (s *skipReader) Read(p []byte) (int, error) {
+	if s.skip > 0 {
+		if err := discard(s.r, s.skip); err != nil {
+			return 0, err
+		}
+		s.skip = 0
+	}
+	return s.r.Read(p)
 }
 
 // gzipStream inflates a multi-member gzip stream, starting lazily so that
@@ -269,42 +342,20 @@ func (r *viewReader) Read(p []byte) (int, error) {
 // Lines streams the log's lines to fn with their 1-based numbers, without
 // the '\n'; an unterminated last line counts. It stops early when fn
 // returns false. line is only valid during the call. A line longer than
-// MaxLineBytes is passed in consecutive pieces with the same number.
+// MaxLineBytes is passed in consecutive pieces with the same number, each
+// at most MaxLineBytes and cut after a whole UTF-8 character.
 func (v *View) Lines(fn func(lineNo int64, line []byte) bool) error {
-	br := bufio.NewReaderSize(v.Reader(), 64<<10)
-	var long []byte
-	no := int64(1)
+	r := newLineReader(v.Reader())
 	for {
-		b, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			long = append(long, b...)
-			if len(long) >= MaxLineBytes {
-				if !fn(no, long) {
-					return nil
-				}
-				long = long[:0]
-			}
-			continue
-		}
-		if err == nil {
-			b = b[:len(b)-1]
-		}
-		if len(long) > 0 {
-			long = append(long, b...)
-			b = long
-		}
-		if len(b) > 0 || err == nil || len(long) > 0 {
-			if !fn(no, b) {
-				return nil
-			}
-			no++
-			long = long[:0]
-		}
+		p, err := r.next()
 		if err == io.EOF {
 			return nil
 		}
 		if err != nil {
 			return err
+		}
+		if !fn(p.no, p.text) {
+			return nil
 		}
 	}
 }
@@ -321,74 +372,92 @@ type Stat struct {
 	// Retired is true once a verified compressed copy exists, even while
 	// the raw file still waits for its readers.
 	Retired bool
+	// Unindexed is set for a retired log whose index is missing or not
+	// made for its .gz file. Its size is then learned by inflating it,
+	// but never more than statScanBytes of it: past that SizeUnknown is
+	// set and Size is 0. Reading it rebuilds the index in memory.
+	Unindexed   bool
+	SizeUnknown bool
 }
 
-// Stat describes a log by logical name or address without taking a lease.
-// It refuses and reports unknown names as Open does.
+// Stat describes a log by logical name or address without taking a lease,
+// in time that does not grow with the log. It refuses and reports unknown
+// names as Open does.
 func (d *Dir) Stat(name string) (Stat, error) {
 	name, err := ParseAddress(name)
 	if err != nil {
 		return Stat{}, err
 	}
-	if err := d.checkExecDir(); err != nil {
+	dir, err := d.openExec()
+	if err != nil {
+		if errors.Is(err, errNoLogs) {
+			return Stat{}, notFound(name)
+		}
 		return Stat{}, err
 	}
+	defer dir.Close()
 	p := d.paths(name)
 	s := Stat{Name: name}
-	if g, err := os.Lstat(p.gz); err == nil && g.Mode().IsRegular() {
+	if g, err := dir.lstat(baseName(p.gz)); err == nil && logFile(g, name) == nil {
 		s.Retired = true
 	}
-	st, err := os.Lstat(p.raw)
+	st, err := dir.lstat(baseName(p.raw))
 	if err == nil {
-		if err := regular(st, name); err != nil {
+		if err := logFile(st, name); err != nil {
 			return Stat{}, err
 		}
-		s.Form, s.Size, s.PhysicalBytes = FormRaw, st.Size(), st.Size()
+		s.Form, s.Size, s.PhysicalBytes = FormRaw, st.Size, st.Size
 		return s, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return Stat{}, ioErr("stat", p.raw, err)
-	}
-	f, x, err := openGzip(name, p)
-	if err != nil {
 		return Stat{}, err
 	}
+	f, gz, err := dir.open(baseName(p.gz), name)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return Stat{}, notFound(name)
+		}
+		return Stat{}, err
+	}
+	x, indexed, err := loadIndex(f, gz.Size, dir, baseName(p.gzi), statScanBytes)
 	f.Close()
-	s.Form, s.Size, s.PhysicalBytes, s.Retired = FormGzip, x.size, x.compSize, true
-	if st, err := os.Lstat(p.gzi); err == nil && st.Mode().IsRegular() {
-		s.PhysicalBytes += st.Size()
+	switch {
+	case errors.Is(err, errScanBound):
+		s.SizeUnknown = true
+	case err != nil:
+		return Stat{}, damaged(name, err)
+	default:
+		s.Size = x.size
+	}
+	s.PhysicalBytes = gz.Size
+	s.Form, s.Retired, s.Unindexed = FormGzip, true, !indexed
+	if st, err := dir.lstat(baseName(p.gzi)); err == nil && logFile(st, name) == nil {
+		s.PhysicalBytes += st.Size
 	}
 	return s, nil
-}
-
-func regular(st os.FileInfo, name string) error {
-	switch {
-	case st.Mode()&os.ModeSymlink != 0:
-		return refused("%s is a symbolic link", name)
-	case !st.Mode().IsRegular():
-		return refused("%s is not a regular file", name)
-	}
-	return nil
 }
 
 // Glob returns the logical names matching pattern (path.Match syntax over
 // logical names, so "executions/*.log" matches raw and retired logs alike;
 // an "artifact://" prefix is allowed), sorted, each once. Only regular
 // files with well-formed names are listed; temporary and index files never
-// are. A bad pattern is fault.InvalidParams.
+// are. A bad pattern, or one longer than MaxGlobBytes, is
+// fault.InvalidParams.
 func (d *Dir) Glob(pattern string) ([]string, error) {
-	pattern = strings.TrimPrefix(pattern, addrScheme)
-	if _, err := path.Match(pattern, ""); err != nil {
-		return nil, fault.New(fault.InvalidParams, "spool: bad pattern: %w", err)
-	}
-	if err := d.checkExecDir(); err != nil {
+	g, err := compileGlob(strings.TrimPrefix(pattern, addrScheme))
+	if err != nil {
 		return nil, err
 	}
-	ents, err := os.ReadDir(d.execDir)
+	dir, err := d.openExec()
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, errNoLogs) {
 			return nil, nil
 		}
+		return nil, err
+	}
+	defer dir.Close()
+	ents, err := dir.f.ReadDir(-1)
+	if err != nil {
 		return nil, ioErr("read", d.execDir, err)
 	}
 	seen := map[string]bool{}
@@ -402,7 +471,7 @@ func (d *Dir) Glob(pattern string) ([]string, error) {
 		if err != nil || seen[name] {
 			continue
 		}
-		if ok, _ := path.Match(pattern, name); ok {
+		if g.match(name) {
 			seen[name] = true
 			names = append(names, name)
 		}
