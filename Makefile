@@ -7,7 +7,7 @@ LDFLAGS := -X github.com/mevedel/mevedel-exec/rpc.ServerVersion=$(VERSION)
 CMD     ?= echo "hello from mevedel-exec in $$PWD"; for i in 1 2 3; do echo "tick $$i"; sleep 1; done
 export MEVEDEL_EXEC_PROGRAM := $(CURDIR)/$(BIN)
 
-.PHONY: setup build run run-cli test test-go test-elisp bench bench-emacs bench-ack clean
+.PHONY: setup build run run-cli test test-go test-elisp bench bench-emacs bench-ack bench-oneshot clean
 
 setup:
 	@scripts/setup.sh
@@ -50,6 +50,11 @@ bench-emacs: build
 # A yielded command's settlement to the facade's durable mailbox/ack.
 bench-ack: build
 	emacs --batch -Q -L elisp -l test/bench/emacs/ack.el
+
+# Emacs's 10 ms heartbeat while run-one-shot waits for a 2 s command,
+# next to the same wait with a blocking call-process.
+bench-oneshot: build
+	emacs --batch -Q -L elisp -l test/bench/emacs/oneshot.el
 
 clean:
 	rm -rf bin elisp/*.elc

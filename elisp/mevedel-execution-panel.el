@@ -106,7 +106,7 @@ exits, the rows go and the panel says so.
 \\{mevedel-execution-panel-mode-map}"
   (setq tabulated-list-format
         [("Id" 17 nil)
-         ("Kind" 7 nil)
+         ("Kind" 8 nil)
          ("Owner" 12 nil)
          ("Label" 36 nil)
          ("State" 8 nil)
@@ -195,8 +195,13 @@ would claim it still is."
   (file-size-human-readable (or bytes 0) 'iec " " "B"))
 
 (defun mevedel-execution-panel--kind (facts)
-  "Return \"monitor\" for a monitor's execution FACTS, else \"command\"."
-  (if (plist-get facts :monitor-id) "monitor" "command"))
+  "Return what the execution of FACTS is, as the helper says in their kind.
+\"monitor\" for a monitor's execution, \"command\" for managed Bash,
+else the kind itself: \"one-shot\", \"helper\" or \"eval\"."
+  (let ((kind (plist-get facts :kind)))
+    (cond ((plist-get facts :monitor-id) "monitor")
+          ((or (null kind) (equal kind "bash")) "command")
+          (t kind))))
 
 (defun mevedel-execution-panel--label (facts)
   "Return the label of FACTS, or its command on one line."

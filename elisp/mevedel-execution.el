@@ -200,14 +200,17 @@ order of the helper's messages, and may make synchronous calls.")
     ($/cancelRequest :id)
     (session/open :session-id :state-dir :limits)
     (session/close :session-id)
-    (exec/start :session-id :owner :command :cwd :yield-ms :tty :lane :env
-                :label :tool-use-id :max-output-chars)
+    (session/unknownOutcome :session-id)
+    (session/acknowledgeUnknown :session-id)
+    (exec/start :session-id :owner :command :argv :stdin :cwd :yield-ms
+                :timeout-ms :tty :lane :read-only :scratch :kind :env :label
+                :tool-use-id :max-output-chars)
     (exec/observe :session-id :owner :as :execution-id :chars :wait-ms
                   :max-output-chars)
     (exec/stop :session-id :owner :as :execution-id)
     (exec/interrupt :session-id :as :execution-id)
     (exec/list :session-id :owner :as)
-    (exec/stopAll :session-id :as)
+    (exec/stopAll :session-id :owner :as)
     (spool/read :session-id :owner :as :address :offset :length :line :lines)
     (spool/grep :session-id :owner :as :pattern :glob :addresses :max-matches
                 :context)
@@ -944,7 +947,7 @@ once; see `mevedel-execution-mailbox-delivery-function'."
                (:copier nil))
   "An agent conversation's executions, held in the helper."
   (id nil :read-only t :documentation "The session id.")
-  (state-dir nil :read-only t :documentation "Where its spools live.")
+  (state-dir nil :documentation "Where its spools live (its artifact directory).")
   (limits nil :read-only t :documentation "Wire plist of limits, or nil.")
   (generation nil :documentation "The helper generation it is open on.")
   (id-prefix nil :documentation "Prefix of execution ids on that helper.")
@@ -1053,6 +1056,7 @@ a `user-error' when there is none of these."
 (defun mevedel-execution-teardown-session (session)
   "Close SESSION: its live executions are stopped; spools stay on disk."
   (when (memq session mevedel-execution--sessions)
+    (run-hook-with-args 'mevedel-execution-teardown-functions session nil)
     (setq mevedel-execution--sessions (delq session mevedel-execution--sessions))
     ;; The helper drops the session's deliveries: none comes again.
     (mevedel-execution--forget-session-deliveries
@@ -1070,7 +1074,11 @@ a `user-error' when there is none of these."
                     (mevedel-execution-session-id session) (error-message-string err))))))))
 
 (defun mevedel-execution-teardown-all ()
-  "Close every session and shut the helper down."
+  "Close every session and shut the helper down.
+Every execution ends, one-shots and helpers with their teardown
+functions, and scratch directories are removed; it runs from
+`kill-emacs-hook'."
+  (run-hook-with-args 'mevedel-execution-teardown-functions nil nil)
   (setq mevedel-execution--sessions nil)
   (clrhash mevedel-execution--deliveries)
   (clrhash mevedel-execution--durable-ids)
@@ -1158,40 +1166,65 @@ helper answers once the command has ended."
       (push (cdr kv) out))
     (nreverse out)))
 
-(cl-defun mevedel-execution-start-bash (callback &key session owner command workdir
-                                                 yield-time-ms tty label tool-use-id
-                                                 read-only-p env max-output-chars)
+(cl-defun mevedel-execution-start-bash (callback &key session data-buffer owner owner-context
+                                                 request command workdir writable-roots
+                                                 additional-permissions sandbox-permissions
+                                                 artifact-directory outcome-function
+                                                 (read-only-p nil read-only-given)
+                                                 tool-args tool-use-id tty
+                                                 (yield-time-ms 10000)
+                                                 label env max-output-chars)
   "Run COMMAND with bash in SESSION; CALLBACK receives the first Observation.
 OWNER defaults to `mevedel-execution-root-owner'.  WORKDIR is the
-working directory \(default `default-directory').  With
-YIELD-TIME-MS, the command runs in the foreground that long at
-most, then the callback gets the output so far and an execution id
-while it keeps running; without it, the callback comes when the
-command ends.  TTY gives the command a terminal (and writable
-input).  LABEL names it for people, TOOL-USE-ID ties progress
-events to a tool call.  READ-ONLY-P `t' asks for the shared read
-lane, `exclusive' for the exclusive one; nil lets the helper decide
-from the command.  ENV is an alist of extra variables.
-MAX-OUTPUT-CHARS bounds the output shown (2000 by default).  Return
-a handle for `mevedel-execution-abort'."
+working directory \(default `default-directory').  The command runs
+in the foreground YIELD-TIME-MS milliseconds at most (10000 by
+default), then the callback gets the output so far and an execution
+id while it keeps running; YIELD-TIME-MS nil waits for the end.  TTY
+gives the command a terminal (and writable input).  LABEL names it
+for people, TOOL-USE-ID (sent) ties the execution to its transcript
+row and its progress events to the tool call.  READ-ONLY-P, when
+given, is the caller's lane decision and wins over the helper's
+analysis: non-nil the shared read lane (sent as readOnly true), nil
+or `exclusive' the exclusive one (readOnly false); when not given
+the helper decides from the command.  ENV is an alist of extra
+variables.  MAX-OUTPUT-CHARS bounds the output shown (2000 by
+default).
+
+DATA-BUFFER, when a live buffer, is where CALLBACK runs (otherwise
+the buffer current at the call).  These are accepted for the
+client's sake and ignored: OWNER-CONTEXT, REQUEST and TOOL-ARGS
+\(the agent's own records), WRITABLE-ROOTS, ADDITIONAL-PERMISSIONS
+and SANDBOX-PERMISSIONS (confinement comes with a later sandbox
+issue; the command is not confined yet), ARTIFACT-DIRECTORY (the
+output lives in SESSION's state directory; see
+`mevedel-execution-relocate-artifacts') and OUTCOME-FUNCTION (a
+yielded command's end comes through
+`mevedel-execution-mailbox-delivery-function').  Return a handle for
+`mevedel-execution-abort'."
+  (ignore owner-context request tool-args writable-roots additional-permissions
+          sandbox-permissions artifact-directory outcome-function)
   (unless (and (stringp command) (not (string-blank-p command)))
     (signal 'wrong-type-argument (list 'stringp command)))
   (unless (or (null yield-time-ms) (natnump yield-time-ms))
     (signal 'wrong-type-argument (list 'natnump yield-time-ms)))
-  (mevedel-execution--observation-request
-   session owner nil 'exec/start
-   (list :owner owner
-         :command command
-         :cwd (expand-file-name (or workdir default-directory))
-         :yield-ms yield-time-ms
-         :tty (and tty t)
-         :lane (pcase read-only-p ('nil nil) ('exclusive "exclusive") (_ "read"))
-         :env (mevedel-execution--env-plist env)
-         :label label
-         :tool-use-id tool-use-id
-         :max-output-chars max-output-chars)
-   callback
-   (mevedel-execution--wait-timeout yield-time-ms)))
+  (with-current-buffer (if (buffer-live-p data-buffer) data-buffer (current-buffer))
+    (mevedel-execution--observation-request
+     session owner nil 'exec/start
+     (list :owner owner
+           :command command
+           :cwd (expand-file-name (or workdir default-directory))
+           :yield-ms yield-time-ms
+           :tty (and tty t)
+           :read-only (and read-only-given
+                           (if (and read-only-p (not (eq read-only-p 'exclusive)))
+                               t
+                             :json-false))
+           :env (mevedel-execution--env-plist env)
+           :label label
+           :tool-use-id tool-use-id
+           :max-output-chars max-output-chars)
+     callback
+     (mevedel-execution--wait-timeout yield-time-ms))))
 
 (cl-defun mevedel-execution-observe (session owner execution-id callback &key chars wait-ms max-output-chars)
   "Poll EXECUTION-ID of OWNER in SESSION; CALLBACK receives an Observation.
@@ -1236,14 +1269,20 @@ CALLBACK, if given, receives the final Observation."
    (or callback #'mevedel-execution--ignore) nil))
 
 (defun mevedel-execution-stop-all-user (session &optional callback)
-  "Stop every live execution in SESSION.
-CALLBACK, if given, receives the number stopped once all settled."
-  (let ((callback (or callback #'mevedel-execution--ignore)))
+  "Stop every live execution in SESSION; return how many were selected.
+The count is of the executions live when the stop is sent (asked
+just before it, so nothing can start in between from this Emacs).
+Return without waiting for them to end; CALLBACK, if given,
+receives the helper's count once all of them settled, (:error ERR)
+when it refused, or nil when it died."
+  (let ((callback (or callback #'mevedel-execution--ignore))
+        (count (mevedel-execution-count-user session)))
     (mevedel-execution-request-async
      session 'exec/stopAll (list :as "user")
      :on-result (lambda (r) (funcall callback (plist-get r :stopped)))
      :on-error (lambda (err) (funcall callback (list :error err)))
-     :on-lost (lambda (_why) (funcall callback nil)))))
+     :on-lost (lambda (_why) (funcall callback nil)))
+    count))
 
 (defun mevedel-execution-interrupt-user (session id)
   "Send Ctrl-C to execution ID in SESSION; return its facts."
@@ -1260,6 +1299,565 @@ given, receives the Observation that follows the input."
    (list :as "user" :execution-id id :chars chars)
    (or callback #'mevedel-execution--ignore)
    mevedel-execution-request-timeout))
+
+;;;; Owners and sessions
+
+(defvar mevedel-execution-teardown-functions nil
+  "Functions called as executions are torn down, before they are stopped.
+Each receives SESSION and OWNER: OWNER nil means every owner of
+SESSION, SESSION nil every session.  `mevedel-execution-stop-owner',
+`mevedel-execution-teardown-session' and
+`mevedel-execution-teardown-all' run them.")
+
+(defun mevedel-execution-count-user (session)
+  "Return the number of live executions in SESSION, every owner's."
+  (if (mevedel-execution-session-open-p session)
+      (length (mevedel-execution-list-user session))
+    0))
+
+(defun mevedel-execution-owner-live-p (session owner)
+  "Return non-nil while OWNER has an unsettled execution in SESSION.
+Yielded or not, one-shots and helpers included; OWNER nil means
+`mevedel-execution-root-owner'.  Asks the helper (synchronously)."
+  (let ((owner (or owner mevedel-execution-root-owner)))
+    (and (mevedel-execution-session-open-p session)
+         (cl-find owner (mevedel-execution-list-user session)
+                  :key (lambda (facts) (plist-get facts :owner)) :test #'equal)
+         t)))
+
+(defun mevedel-execution-session-live-p (session)
+  "Return non-nil while SESSION has any unsettled execution."
+  (> (mevedel-execution-count-user session) 0))
+
+(defun mevedel-execution-stop-owner (session owner &optional callback)
+  "End every execution of OWNER in SESSION (its turn or agent was torn down).
+OWNER nil means `mevedel-execution-root-owner'.  The helper stops
+them under OWNER's own authority (termination \"owner-stopped\");
+a one-shot or helper of OWNER in flight runs its teardown function
+instead of its callback.  Without CALLBACK, wait until they all
+settled and return how many there were; with CALLBACK, return at
+once and give it that count, or (:error ERR)."
+  (let ((owner (or owner mevedel-execution-root-owner)))
+    (run-hook-with-args 'mevedel-execution-teardown-functions session owner)
+    (if (mevedel-execution-session-open-p session)
+        (mevedel-execution--request-either
+         session 'exec/stopAll (list :owner owner)
+         (lambda (result) (or (plist-get result :stopped) 0))
+         callback)
+      (if callback (progn (funcall callback 0) nil) 0))))
+
+(defun mevedel-execution-relocate-artifacts (session old-root new-root)
+  "Note that SESSION's artifact directory moved from OLD-ROOT to NEW-ROOT.
+SESSION's output logs, journal and scratch directories live in its
+state directory.  When that directory is OLD-ROOT or lies under it,
+the session moves with it: the helper closes the session (its live
+executions end as \"session-ended\", its pending deliveries are
+dropped), the directory is renamed to its place under NEW-ROOT
+unless the caller moved it already, and the session opens again
+there, so later reads (`mevedel-execution-spool-read', the
+transcript) use the new root; earlier executions' logs stay
+readable by their addresses.  When the state directory is
+elsewhere, nothing in the helper changes.  Return SESSION's state
+directory afterwards."
+  (let* ((old (file-name-as-directory (expand-file-name old-root)))
+         (new (file-name-as-directory (expand-file-name new-root)))
+         (state (file-name-as-directory (mevedel-execution-session-state-dir session))))
+    (when (string-prefix-p old state)
+      (let ((moved (directory-file-name (concat new (substring state (length old))))))
+        (mevedel-execution-teardown-session session)
+        (when (and (file-directory-p state) (not (file-exists-p moved)))
+          (make-directory (file-name-directory moved) t)
+          (rename-file (directory-file-name state) moved))
+        (setf (mevedel-execution-session-state-dir session) moved)
+        (setf (mevedel-execution-session-generation session) nil)
+        (push session mevedel-execution--sessions)
+        (condition-case err
+            (mevedel-execution--open-on (mevedel-execution--connection) session)
+          ((error quit)
+           (setq mevedel-execution--sessions (delq session mevedel-execution--sessions))
+           (signal (car err) (cdr err))))))
+    (mevedel-execution-session-state-dir session)))
+
+;;;; Unknown outcomes
+
+(defun mevedel-execution-unknown-outcome (session)
+  "Return the facts of SESSION's unproven remote outcome, or nil.
+That is the latest execution on an SSH host whose transport was lost
+before its exit status arrived, not yet acknowledged
+\(`mevedel-execution-acknowledge-unknown')."
+  (plist-get (mevedel-execution-request session 'session/unknownOutcome nil) :facts))
+
+(defun mevedel-execution-mutation-blocked-p (session)
+  "Return non-nil while an unproven outcome blocks mutating executions in SESSION.
+The helper then refuses every execution outside the read lane."
+  (and (mevedel-execution-unknown-outcome session) t))
+
+(defun mevedel-execution-unsettled-mutation-p (session)
+  "Return non-nil while a mutating execution of SESSION is live or unproven.
+Mutating means in the exclusive lane (every owner's); unproven, an
+unknown outcome not acknowledged yet."
+  (or (and (cl-find "exclusive" (mevedel-execution-list-user session)
+                    :key (lambda (facts) (plist-get facts :lane)) :test #'equal)
+           t)
+      (mevedel-execution-mutation-blocked-p session)))
+
+(defun mevedel-execution-acknowledge-unknown (session)
+  "Say the person has looked at SESSION's unknown outcomes; return how many.
+Mutating executions may start again."
+  (or (plist-get (mevedel-execution-request session 'session/acknowledgeUnknown nil)
+                 :acknowledged)
+      0))
+
+;;;; One-shots, helpers and batch Eval
+
+;; A one-shot runs to its end (the helper never yields it); the start
+;; request's answer is its final observation.  Its terminal facts are
+;; made from that answer and, when the answer was bounded, from the
+;; log, read in the filter as the answers come: only this file's
+;; bookkeeping runs there, and the caller's callback or teardown
+;; function is queued like every other callback.
+
+(defconst mevedel-execution--one-shot-output-chars 1048576
+  "Bound asked for on a one-shot's final observation.
+Output beyond it is read from the log with spool/read.")
+
+(defconst mevedel-execution--log-page-bytes 1048576
+  "Bytes of a log one spool/read asks for (the helper's maximum).")
+
+(cl-defstruct (mevedel-execution--job (:constructor mevedel-execution--make-job)
+                                       (:copier nil))
+  "A one-shot, helper or batch Eval in flight."
+  session owner kind name extra deliver post handle torn done)
+
+(defvar mevedel-execution--jobs nil
+  "One-shots, helpers and evals whose terminal facts have not come yet.")
+
+(defun mevedel-execution--tear-jobs (session owner)
+  "Mark the jobs of OWNER in SESSION torn down (nil: every one)."
+  (dolist (job mevedel-execution--jobs)
+    (when (and (or (null session) (eq session (mevedel-execution--job-session job)))
+               (or (null owner) (equal owner (mevedel-execution--job-owner job))))
+      (setf (mevedel-execution--job-torn job) t))))
+
+(add-hook 'mevedel-execution-teardown-functions #'mevedel-execution--tear-jobs)
+
+(defun mevedel-execution--termination-error (facts)
+  "Return the error descriptor of a job that ended as FACTS say, or nil.
+Only a job that could not start or was ended from outside has one."
+  (let ((termination (plist-get facts :termination)))
+    (when (member termination '("spawn-failed" "spool-failed" "lost" "session-ended"
+                                "owner-stopped" "aborted"))
+      (list 'mevedel-execution-error
+            (format "%s: %s" termination (or (plist-get facts :reason) termination))))))
+
+(defun mevedel-execution--terminal-facts (job output facts error)
+  "Return JOB's terminal facts plist from OUTPUT, FACTS and ERROR."
+  (let ((termination (plist-get facts :termination)))
+    (append
+     (list :exit-code (or (plist-get facts :exit-code) -1)
+           :output (or output "")
+           :output-bytes (or (plist-get facts :output-bytes) 0)
+           :timed-out-p (equal termination "timed-out")
+           :output-limit-p (equal termination "output-limit")
+           :wall-time-seconds (/ (or (plist-get facts :wall-ms) 0) 1000.0)
+           :termination termination
+           :error error
+           :name (mevedel-execution--job-name job)
+           :kind (mevedel-execution--job-kind job)
+           :execution-id (plist-get facts :execution-id)
+           :scratch-dir (plist-get facts :scratch-dir)
+           :facts facts)
+     (copy-sequence (mevedel-execution--job-extra job)))))
+
+(defun mevedel-execution--job-finish (job result)
+  "Hand JOB's terminal facts RESULT on, once."
+  (setq mevedel-execution--jobs (delq job mevedel-execution--jobs))
+  (unless (mevedel-execution--job-done job)
+    (setf (mevedel-execution--job-done job) t)
+    (let ((torn (mevedel-execution--job-torn job)))
+      (when torn
+        (setq result (plist-put result :error
+                                (list 'mevedel-execution-error
+                                      "the owner was torn down before it ended"))))
+      (when (mevedel-execution--job-post job)
+        (setq result (funcall (mevedel-execution--job-post job) result)))
+      (funcall (mevedel-execution--job-deliver job) result torn))))
+
+(defun mevedel-execution--job-read-log (job facts bounded chunks offset)
+  "Read JOB's log from OFFSET, CHUNKS read so far; then finish JOB.
+FACTS are its final facts and BOUNDED the output of its final
+observation, used when the log cannot be read."
+  (let* ((session (mevedel-execution--job-session job))
+         (conn (mevedel-execution--session-connection (mevedel-execution-session-id session)))
+         (give-up (lambda (&rest _)
+                    (mevedel-execution--job-finish
+                     job (mevedel-execution--terminal-facts
+                          job bounded facts (mevedel-execution--termination-error facts))))))
+    (if (not conn)
+        (funcall give-up)
+      (setf (mevedel-execution--job-handle job)
+            (mevedel-execution--async
+             conn 'spool/read
+             (mevedel-execution--session-params
+              session 'spool/read
+              (list :owner (mevedel-execution--job-owner job)
+                    :address (plist-get facts :output-address)
+                    :offset offset :length mevedel-execution--log-page-bytes))
+             :on-result
+             (lambda (page)
+               (let ((chunks (cons (or (plist-get page :text) "") chunks))
+                     (length (or (plist-get page :length) 0)))
+                 (if (or (plist-get page :eof) (zerop length))
+                     (mevedel-execution--job-finish
+                      job (mevedel-execution--terminal-facts
+                           job (apply #'concat (nreverse chunks)) facts
+                           (mevedel-execution--termination-error facts)))
+                   (mevedel-execution--job-read-log job facts bounded chunks
+                                                    (+ offset length)))))
+             :on-error give-up :on-lost give-up
+             :timeout 60 :now t)))))
+
+(defun mevedel-execution--job-observed (job obs)
+  "Make JOB's terminal facts from its final Observation OBS."
+  (let* ((facts (plist-get obs :facts))
+         (output (or (plist-get obs :output) ""))
+         (total (or (plist-get facts :output-bytes) 0)))
+    (if (and (> total 0)
+             (or (> (or (plist-get facts :omitted-bytes) 0) 0)
+                 (< (length (encode-coding-string output 'utf-8 t)) total)))
+        (mevedel-execution--job-read-log job facts output nil 0)
+      (mevedel-execution--job-finish
+       job (mevedel-execution--terminal-facts
+            job output facts (mevedel-execution--termination-error facts))))))
+
+(defun mevedel-execution--job-start (job params timeout)
+  "Start JOB with the exec/start PARAMS (Lisp keys); TIMEOUT in seconds or nil."
+  (let* ((session (mevedel-execution--job-session job))
+         (conn (mevedel-execution--ensure session)))
+    (push job mevedel-execution--jobs)
+    (condition-case err
+        (setf (mevedel-execution--job-handle job)
+              (mevedel-execution--async
+               conn 'exec/start
+               (mevedel-execution--session-params
+                session 'exec/start
+                (append (list :owner (mevedel-execution--job-owner job)
+                              :kind (mevedel-execution--job-kind job)
+                              :label (mevedel-execution--job-name job)
+                              :timeout-ms (and timeout (max 1 (round (* 1000 timeout))))
+                              :max-output-chars mevedel-execution--one-shot-output-chars)
+                        params))
+               :on-result (lambda (obs) (mevedel-execution--job-observed job obs))
+               :on-error
+               (lambda (err)
+                 (mevedel-execution--job-finish
+                  job (mevedel-execution--terminal-facts
+                       job "" nil
+                       (list 'mevedel-execution-helper-error
+                             (format "exec/start: %s" (plist-get err :message)) err))))
+               :on-lost
+               (lambda (why)
+                 (mevedel-execution--job-finish
+                  job (mevedel-execution--terminal-facts
+                       job "" (list :termination "lost" :reason why)
+                       (list 'mevedel-execution-error (format "lost: %s" why)))))
+               :timeout (and timeout (+ timeout 60))
+               :now t))
+      ((error quit)
+       (setq mevedel-execution--jobs (delq job mevedel-execution--jobs))
+       (signal (car err) (cdr err))))
+    (mevedel-execution--job-handle job)))
+
+(defun mevedel-execution--job-deliver-async (callback teardown)
+  "Return a JOB deliver function that queues CALLBACK, or TEARDOWN when torn.
+Both run in the buffer current now, from the queue."
+  (let ((buffer (current-buffer)))
+    (lambda (result torn)
+      (if (and torn teardown)
+          (mevedel-execution--defer #'mevedel-execution--run-callback
+                                    buffer (lambda (_) (funcall teardown)) nil)
+        (mevedel-execution--defer #'mevedel-execution--run-callback
+                                  buffer callback result)))))
+
+(defun mevedel-execution--job-run (job params timeout)
+  "Start JOB with PARAMS and TIMEOUT (see `mevedel-execution--job-start'), wait.
+Return its terminal facts.  The wait runs timers and process
+output (`accept-process-output', a tenth of a second at a time);
+\\[keyboard-quit] cancels the request in the helper, which stops the
+command, and quits."
+  (when mevedel-execution--in-filter
+    (signal 'mevedel-execution-error
+            (list "a synchronous one-shot cannot wait inside the helper's process filter; use the form with a callback")))
+  (let ((box nil))
+    (setf (mevedel-execution--job-deliver job)
+          (lambda (result _torn) (setq box (list result))))
+    (mevedel-execution--job-start job params timeout)
+    (condition-case nil
+        (while (not box)
+          (accept-process-output nil 0.1))
+      (quit
+       (setf (mevedel-execution--job-done job) t)
+       (setq mevedel-execution--jobs (delq job mevedel-execution--jobs))
+       (mevedel-execution-abort (mevedel-execution--job-handle job))
+       (signal 'quit nil)))
+    (mevedel-execution--drain)
+    (car box)))
+
+(defun mevedel-execution--check-argv (command)
+  "Signal unless COMMAND is a non-empty list of strings; return it as a vector."
+  (unless (and (consp command) (cl-every #'stringp command)
+               (not (string-empty-p (car command))))
+    (signal 'wrong-type-argument (list 'list-of-strings command)))
+  (vconcat command))
+
+(defun mevedel-execution--check-timeout (timeout)
+  "Signal unless TIMEOUT is nil or a positive number of seconds."
+  (unless (or (null timeout) (and (numberp timeout) (> timeout 0)))
+    (signal 'wrong-type-argument (list 'positive-number-p timeout))))
+
+(cl-defun mevedel-execution--one-shot-job (&key name command workdir writable-roots timeout
+                                                additional-permissions sandbox-permissions
+                                                session owner)
+  "Return the job and the start parameters of a one-shot; see `-start-one-shot'.
+NAME COMMAND WORKDIR WRITABLE-ROOTS TIMEOUT ADDITIONAL-PERMISSIONS
+SANDBOX-PERMISSIONS SESSION OWNER as there."
+  (let ((argv (mevedel-execution--check-argv command)))
+    (mevedel-execution--check-timeout timeout)
+    (cons (mevedel-execution--make-job
+           :session (mevedel-execution-resolve-session session)
+           :owner (or owner mevedel-execution-root-owner)
+           :kind "one-shot" :name name
+           :extra (list :argv command :writable-roots writable-roots
+                        :additional-permissions additional-permissions
+                        :sandbox-permissions sandbox-permissions))
+          (list :argv argv
+                :cwd (expand-file-name (or workdir default-directory))))))
+
+(cl-defun mevedel-execution-start-one-shot (callback &key name command workdir writable-roots
+                                                    timeout additional-permissions
+                                                    sandbox-permissions session owner
+                                                    teardown-function)
+  "Run the argv list COMMAND to its end in SESSION; CALLBACK gets terminal facts.
+COMMAND runs directly, never through a shell unless the list says
+so (\"sh\" \"-c\" ...), in WORKDIR (default `default-directory'), as
+OWNER (default `mevedel-execution-root-owner'), with kind
+\"one-shot\": it never yields.  TIMEOUT, in seconds, stops it
+\(termination \"timed-out\").  NAME labels it.  SESSION nil means
+the only open session.
+
+CALLBACK receives a plist: `:exit-code' (-1 when there is none),
+`:output' (the whole output, up to the session's output limit),
+`:output-bytes', `:timed-out-p', `:output-limit-p',
+`:wall-time-seconds', `:termination', and `:error', nil or an
+error descriptor (ERROR-SYMBOL MESSAGE [DATA]) when it could not
+start, was ended from outside or its helper died; also `:name',
+`:kind', `:execution-id', `:facts' (the helper's) and the arguments
+below.  When OWNER or SESSION is torn down before it ends
+\(`mevedel-execution-stop-owner', `-teardown-session', `-teardown-all'),
+TEARDOWN-FUNCTION, when given, is called with no argument instead
+of CALLBACK (without it, CALLBACK gets facts whose `:error' says so).
+
+WRITABLE-ROOTS, ADDITIONAL-PERMISSIONS and SANDBOX-PERMISSIONS are
+accepted and recorded in the facts only: confinement lands with a
+later sandbox issue, and the command is not confined yet.  Return
+a handle for `mevedel-execution-abort'."
+  (unless (functionp callback)
+    (signal 'wrong-type-argument (list 'functionp callback)))
+  (pcase-let ((`(,job . ,params)
+               (mevedel-execution--one-shot-job
+                :name name :command command :workdir workdir :writable-roots writable-roots
+                :timeout timeout :additional-permissions additional-permissions
+                :sandbox-permissions sandbox-permissions :session session :owner owner)))
+    (setf (mevedel-execution--job-deliver job)
+          (mevedel-execution--job-deliver-async callback teardown-function))
+    (mevedel-execution--job-start job params timeout)))
+
+(cl-defun mevedel-execution-run-one-shot (&key name command workdir writable-roots timeout
+                                               additional-permissions sandbox-permissions
+                                               session owner)
+  "Run the argv list COMMAND to its end and return its terminal facts.
+The arguments and the facts are those of
+`mevedel-execution-start-one-shot'.  The wait runs timers and process
+output; \\[keyboard-quit] stops the command in the helper and quits."
+  (pcase-let ((`(,job . ,params)
+               (mevedel-execution--one-shot-job
+                :name name :command command :workdir workdir :writable-roots writable-roots
+                :timeout timeout :additional-permissions additional-permissions
+                :sandbox-permissions sandbox-permissions :session session :owner owner)))
+    (mevedel-execution--job-run job params timeout)))
+
+(defun mevedel-execution--helper-job (name command read-paths writable-roots session owner timeout)
+  "Return the job and start parameters of a helper; see `-start-helper'.
+NAME COMMAND READ-PATHS WRITABLE-ROOTS SESSION OWNER TIMEOUT as there."
+  (let ((argv (mevedel-execution--check-argv command)))
+    (mevedel-execution--check-timeout timeout)
+    (cons (mevedel-execution--make-job
+           :session (mevedel-execution-resolve-session session)
+           :owner (or owner mevedel-execution-root-owner)
+           :kind "helper" :name name
+           :extra (list :argv command :read-paths read-paths :writable-roots writable-roots))
+          ;; No cwd: the scratch directory is the working directory.
+          (list :argv argv :scratch t))))
+
+(cl-defun mevedel-execution-start-helper (callback name command read-paths writable-roots
+                                                   &key timeout session owner teardown-callback)
+  "Run the external helper program COMMAND (an argv list) in a scratch directory.
+Its working directory is a private scratch directory the helper
+makes under SESSION's state directory and removes, with everything
+in it, before CALLBACK runs.  CALLBACK gets the terminal facts of
+`mevedel-execution-start-one-shot' (with kind \"helper\" and
+`:scratch-dir', already gone); NAME labels it, TIMEOUT (seconds)
+stops it, OWNER and SESSION as there.  TEARDOWN-CALLBACK, when
+given, is called with no argument instead of CALLBACK when the owner
+or session is torn down first.
+
+READ-PATHS (to be mounted read-only) and WRITABLE-ROOTS (writable)
+are accepted and recorded in the facts; the confinement itself lands
+with a later sandbox issue, so today the program is not confined.
+Return a handle for `mevedel-execution-abort'."
+  (unless (functionp callback)
+    (signal 'wrong-type-argument (list 'functionp callback)))
+  (pcase-let ((`(,job . ,params)
+               (mevedel-execution--helper-job name command read-paths writable-roots
+                                              session owner timeout)))
+    (setf (mevedel-execution--job-deliver job)
+          (mevedel-execution--job-deliver-async callback teardown-callback))
+    (mevedel-execution--job-start job params timeout)))
+
+(cl-defun mevedel-execution-run-helper (name command read-paths writable-roots
+                                             &key timeout session owner)
+  "Run the helper program COMMAND in a scratch directory; return its facts.
+The facts are the terminal facts of a one-shot.  NAME, COMMAND,
+READ-PATHS, WRITABLE-ROOTS, TIMEOUT, SESSION and OWNER are those of
+`mevedel-execution-start-helper'; the scratch directory is gone when
+this returns.  \\[keyboard-quit] stops it and quits."
+  (pcase-let ((`(,job . ,params)
+               (mevedel-execution--helper-job name command read-paths writable-roots
+                                              session owner timeout)))
+    (mevedel-execution--job-run job params timeout)))
+
+(defun mevedel-execution--eval-wrapper (form marker)
+  "Return the child's program: evaluate FORM, print the result after MARKER.
+FORM is a form, or a file name to load.  The result, a plist
+\(:value PRINTED) or (:error-message M :backtrace B), is printed,
+encoded in UTF-8 and base64 between two copies of MARKER, on a line
+of its own after everything FORM printed, so whatever FORM prints
+cannot pass for it."
+  `(let ((mevedel--result
+          (let ((mevedel--backtrace nil))
+            (condition-case mevedel--err
+                (let ((debug-on-error t)
+                      (debug-on-signal nil)
+                      (debug-ignored-errors nil)
+                      (debugger (lambda (&rest _)
+                                  (setq mevedel--backtrace
+                                        (with-output-to-string (backtrace)))
+                                  nil)))
+                  (list :value
+                        (prin1-to-string
+                         ,(if (stringp form)
+                              `(load ,(expand-file-name form) nil t t)
+                            `(eval ',form t)))))
+              ((debug error)
+               (list :error-message (error-message-string mevedel--err)
+                     :backtrace mevedel--backtrace))))))
+     (princ (concat "\n" ,marker
+                    (base64-encode-string
+                     (encode-coding-string
+                      (let ((print-length nil) (print-level nil))
+                        (prin1-to-string mevedel--result))
+                      'utf-8 t)
+                     t)
+                    ,marker "\n"))
+     (kill-emacs 0)))
+
+(defun mevedel-execution--eval-result (marker result)
+  "Return the terminal facts RESULT of an eval with its value read after MARKER.
+The block is taken out of `:output'; `:value', or `:error-message'
+and `:backtrace', are added."
+  (let* ((output (or (plist-get result :output) ""))
+         (re (concat "\n?" (regexp-quote marker) "\\([A-Za-z0-9+/=]*\\)"
+                     (regexp-quote marker) "\n?"))
+         (start 0) from to data)
+    (while (string-match re output start)
+      (setq from (match-beginning 0) to (match-end 0)
+            data (match-string 1 output) start (match-end 0)))
+    (let ((child (and data
+                      (ignore-errors
+                        (car (read-from-string
+                              (decode-coding-string (base64-decode-string data) 'utf-8)))))))
+      (when data
+        (setq result (plist-put result :output
+                                (concat (substring output 0 from) (substring output to)))))
+      (if (plist-member child :value)
+          (plist-put result :value (plist-get child :value))
+        (plist-put (plist-put result :error-message
+                              (or (plist-get child :error-message)
+                                  (let ((err (plist-get result :error)))
+                                    (and err (cadr err)))
+                                  (format "the batch Emacs ended without a result (%s, exit code %s)"
+                                          (plist-get result :termination)
+                                          (plist-get result :exit-code))))
+                   :backtrace (mevedel-execution--eval-backtrace
+                               (plist-get child :backtrace)))))))
+
+(defun mevedel-execution--eval-backtrace (backtrace)
+  "Return BACKTRACE, a string, without the eval wrapper's own frames.
+The frames of the debugger that took it and those of the wrapper
+around FORM are left out when they can be found."
+  (when backtrace
+    (let* ((lines (split-string backtrace "\n" t))
+           (end (cl-position-if (lambda (line)
+                                  (string-match-p "\\`  (prin1-to-string (\\(eval\\|load\\) " line))
+                                lines))
+           (lines (if end (cl-subseq lines 0 end) lines))
+           (start (cl-position-if (lambda (line) (string-match-p "(setq mevedel--backtrace" line))
+                                  lines :from-end t)))
+      (mapconcat #'identity (if start (nthcdr (1+ start) lines) lines) "\n"))))
+
+(cl-defun mevedel-execution-eval (form &key session owner timeout load-path callback)
+  "Evaluate FORM in a fresh `emacs --batch -Q' run by the helper.
+FORM is a form (evaluated with lexical binding), or a string, the
+name of a file to load.  The child is the same Emacs as this one
+\(`invocation-directory', `invocation-name'), started with -L for
+each directory of LOAD-PATH, as a one-shot of kind \"eval\" in a
+scratch directory, as OWNER (default the root owner) of SESSION
+\(nil: the only open session).  TIMEOUT, in seconds, stops it.
+
+The result is the terminal facts plist of
+`mevedel-execution-start-one-shot' plus `:value', FORM's value as
+printed by `prin1', or, when FORM signalled, `:error-message' and
+`:backtrace' (a string).  `:output' is what FORM printed.  The value
+travels on stdout between two copies of a random marker, base64
+encoded, so nothing FORM prints can be taken for it.  Without
+CALLBACK, wait and return that plist (\\[keyboard-quit] stops the
+child and quits); with CALLBACK, return a handle at once and give
+it the plist."
+  (mevedel-execution--check-timeout timeout)
+  (unless (or (consp form) (symbolp form) (stringp form) (atom form))
+    (signal 'wrong-type-argument (list 'formp form)))
+  (let* ((marker (format "@@mevedel-eval-%s@@"
+                         (md5 (format "%s%s%s" (random) (float-time) (emacs-pid)))))
+         (emacs (expand-file-name invocation-name invocation-directory))
+         (argv (append (list emacs "--batch" "-Q")
+                       (mapcan (lambda (dir) (list "-L" (expand-file-name dir))) load-path)
+                       (list "--eval"
+                             (let ((print-length nil) (print-level nil)
+                                   (print-escape-newlines nil))
+                               (prin1-to-string
+                                (mevedel-execution--eval-wrapper form marker))))))
+         (job (mevedel-execution--make-job
+               :session (mevedel-execution-resolve-session session)
+               :owner (or owner mevedel-execution-root-owner)
+               :kind "eval" :name "Eval"
+               :extra (list :argv argv)
+               :post (lambda (result) (mevedel-execution--eval-result marker result))))
+         (params (list :argv (vconcat argv) :scratch t)))
+    (if (not callback)
+        (mevedel-execution--job-run job params timeout)
+      (setf (mevedel-execution--job-deliver job)
+            (mevedel-execution--job-deliver-async callback nil))
+      (mevedel-execution--job-start job params timeout))))
 
 ;;;; Owners and their attention
 

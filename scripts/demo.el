@@ -4,7 +4,8 @@
 
 ;; Run by `make run': starts the helper through mevedel-execution.el,
 ;; runs a long command that yields, polls it to the end, then starts one
-;; that never ends and stops it, printing what a user of the agent would
+;; that never ends and stops it, runs a one-shot into its timeout and
+;; a form in a batch Emacs, printing what a user of the agent would
 ;; see.  MEVEDEL_EXEC_PROGRAM names the helper binary.
 
 ;;; Code:
@@ -84,7 +85,23 @@
         (let ((err (plist-get (demo--await
                                (lambda (cb) (mevedel-execution-start-bash cb :session session :command "sleep 5 &")))
                               :error)))
-          (demo--say "refused (%s): %s" (plist-get err :kind) (plist-get err :message))))
+          (demo--say "refused (%s): %s" (plist-get err :kind) (plist-get err :message)))
+        (demo--say "\n$ one-shot (\"sh\" \"-c\" \"echo waiting; sleep 30\")   (timeout 1 s)")
+        (let ((r (mevedel-execution-run-one-shot
+                  :name "slow" :command '("sh" "-c" "echo waiting; sleep 30")
+                  :timeout 1 :session session)))
+          (demo--say "    | %s" (string-trim-right (plist-get r :output)))
+          (demo--say "    timed-out-p=%s termination=%s exit-code=%s after %.1f s"
+                     (plist-get r :timed-out-p) (plist-get r :termination)
+                     (plist-get r :exit-code) (plist-get r :wall-time-seconds)))
+        (demo--say "\n(mevedel-execution-eval '(progn (princ \"hello from a batch Emacs\") (emacs-version)))")
+        (let ((r (mevedel-execution-eval
+                  '(progn (princ "hello from a batch Emacs\n") (emacs-version))
+                  :session session :timeout 30)))
+          (demo--say "    | %s" (string-trim-right (plist-get r :output)))
+          (demo--say "    value: %s" (plist-get r :value)))
+        (let ((r (mevedel-execution-eval '(car 1) :session session :timeout 30)))
+          (demo--say "(mevedel-execution-eval '(car 1)) signals: %s" (plist-get r :error-message))))
        (error (demo--say "demo failed: %s" (error-message-string err))
               (setq demo--failed t)))
     (mevedel-execution-teardown-all)

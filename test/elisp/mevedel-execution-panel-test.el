@@ -362,5 +362,19 @@ and gives the transcript one line saying so."
           (mevedel-execution-teardown-session session2)
           (delete-directory state2 t))))))
 
+(ert-deftest mevedel-execution-panel-test-kind-column ()
+  "The Kind column shows a one-shot's and a helper's kind from their facts."
+  (mevedel-execution-test--with-helper session
+    (mevedel-execution-start-one-shot #'ignore :name "one" :command '("sleep" "300")
+                                      :session session)
+    (mevedel-execution-start-helper #'ignore "two" '("sleep" "301") nil nil :session session)
+    (mevedel-execution-panel-test--with-panel session panel
+      (mevedel-execution-test--wait-until
+       (lambda () (= (length (mevedel-execution-panel-test--ids)) 2)) "two rows")
+      (should (equal (sort (mapcar (lambda (id) (mevedel-execution-panel-test--column id "Kind"))
+                                   (mevedel-execution-panel-test--ids))
+                           #'string<)
+                     '("helper" "one-shot"))))))
+
 (provide 'mevedel-execution-panel-test)
 ;;; mevedel-execution-panel-test.el ends here
