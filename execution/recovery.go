@@ -260,8 +260,8 @@ func reclaim(id, cwd string, l *transcript.Leader, deadline time.Time, onHost re
 
 // redeliver makes again the deliveries a previous helper left pending.
 // The unread range the result had at settlement is read from its spool;
-// once durable, the journal says so, and the owner owes attention as for
-// any result that ended on its own.
+// once durable, the journal says so. It keeps its journaled id and owes no
+// attention: recovery never wakes.
 func (s *Session) redeliver(owed []pendingDelivery) {
 	for _, r := range owed {
 		f := r.facts

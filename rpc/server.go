@@ -105,8 +105,14 @@ func newServer(logger *log.Logger) *Server {
 // reattaches gets the pending deliveries again, once notifications reach
 // it: a resend made before would go nowhere and wait out its ack timeout.
 func (s *Server) serveConn(r io.Reader, w io.Writer, reattached bool) {
-	conn := jsonrpc2.NewConn(context.Background(), NewStream(r, w, nil, s.logger), s, jsonrpc2.SetLogger(s.logger))
+	// NewConn starts reading at once: a request already waiting (a client
+	// that re-dialled and spoke first) must not be handled before the
+	// connection is stored, or what it raises (a wake, an event) would be
+	// sent to no connection and lost.
+	ready := make(chan struct{})
+	conn := jsonrpc2.NewConn(context.Background(), NewStream(r, w, nil, s.logger), afterReady{s, ready}, jsonrpc2.SetLogger(s.logger))
 	s.conn.Store(conn)
+	close(ready)
 	if reattached {
 		s.mgr.SetConnected(true)
 	}
@@ -118,6 +124,17 @@ func (s *Server) serveConn(r io.Reader, w io.Writer, reattached bool) {
 		delete(s.waiting, id)
 	}
 	s.mu.Unlock()
+}
+
+// afterReady holds requests until the connection they came on is stored.
+type afterReady struct {
+	s     *Server
+	ready <-chan struct{}
+}
+
+func (a afterReady) Handle(ctx context.Context, c *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	<-a.ready
+	a.s.Handle(ctx, c, req)
 }
 
 // finish shuts everything down and waits for it.

@@ -141,7 +141,8 @@ func TestOwnersPollTakesAStoppedResult(t *testing.T) {
 	h := startHelper(t)
 	s := h.open(nil)
 	id := s.background("echo before-stop; sleep 300")
-	s.h.waitState(id, execution.Running)
+	// Stopped only once its output is in the spool.
+	h.waitLive(func(f execution.Facts) bool { return f.ExecutionID == id && f.OutputBytes > 0 })
 	var stop obs
 	h.mustCall("exec/stop", map[string]any{"sessionId": s.id, "executionId": id, "as": "user"}, &stop)
 	o := s.mustObserve(id, nil)

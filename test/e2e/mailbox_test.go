@@ -202,6 +202,9 @@ func TestClaimedResultsAreNotDelivered(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitState(waited, execution.Running)
+	// Requests are handled in order: once this reply is in, the waiting
+	// observation is registered.
+	h.mustCall("exec/list", map[string]any{"sessionId": s.id}, nil)
 	release(t, gate)
 	var o obs
 	if err := w.Wait(ctx, &o); err != nil || !o.Final || o.Output != "waited\n" {
