@@ -316,7 +316,8 @@ func init() {
 }
 
 // decode reads params strictly: unknown fields are an error, so a typo
-// never silently falls back to a default.
+// never silently falls back to a default. Every string is then checked
+// against its bound (limits.go).
 func decode(req *jsonrpc2.Request, v any) error {
 	if req.Params == nil || bytes.Equal(bytes.TrimSpace(*req.Params), []byte("null")) {
 		return nil
@@ -326,7 +327,7 @@ func decode(req *jsonrpc2.Request, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return fault.New(fault.InvalidParams, "invalid params for %s: %w", req.Method, err)
 	}
-	return nil
+	return checkBounds(v)
 }
 
 func caller(a Authority) (execution.Caller, error) {
@@ -534,10 +535,6 @@ func (s *Server) execAnalyze(req *jsonrpc2.Request, r *reply) {
 	var p ExecAnalyzeParams
 	if err := decode(req, &p); err != nil {
 		r.fail(err)
-		return
-	}
-	if len(p.Command) > execution.MaxCommandBytes {
-		r.fail(fault.New(fault.InvalidParams, "command is %d bytes; the limit is %d", len(p.Command), execution.MaxCommandBytes))
 		return
 	}
 	res := analyze.Command(p.Command)

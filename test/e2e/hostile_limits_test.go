@@ -1,0 +1,64 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+)
+
+// Every string of params is bounded: 4 KiB unless the protocol names a
+// larger bound. One over it is -32602 naming the field and the limit, and
+// the connection goes on; one at the bound is taken.
+func TestOverlongStringsRefused(t *testing.T) {
+	h := startHelper(t)
+	s := h.open(nil)
+	o := s.mustStart("echo ready; sleep 1000", map[string]any{"yieldMs": 0, "tty": true})
+	s.observeUntil(o, "ready")
+	id := o.Facts.ExecutionID
+	over := strings.Repeat("x", 4097)
+	for _, tc := range []struct {
+		method string
+		params map[string]any
+		field  string
+		limit  string
+	}{
+		{"exec/start", map[string]any{"sessionId": s.id, "command": "true", "label": over}, "label", "4096"},
+		{"exec/start", map[string]any{"sessionId": s.id, "command": "true", "owner": over}, "owner", "4096"},
+		{"exec/start", map[string]any{"sessionId": s.id, "command": "true", "toolUseId": over}, "toolUseId", "4096"},
+		{"exec/start", map[string]any{"sessionId": s.id, "command": "true", "cwd": "/" + over}, "cwd", "4096"},
+		{"exec/start", map[string]any{"sessionId": s.id, "command": "true", "as": over}, "as", "4096"},
+		{"exec/start", map[string]any{"sessionId": s.id, "command": "true", "env": map[string]string{over: "v"}}, "a name in env", "4096"},
+		{"exec/start", map[string]any{"sessionId": s.id, "command": "true", "env": map[string]string{"BIG": strings.Repeat("v", 128<<10+1)}}, `env["BIG"]`, "131072"},
+		{"exec/start", map[string]any{"sessionId": s.id, "argv": []string{"echo", strings.Repeat("a", 256<<10+1)}}, "argv[1]", "262144"},
+		{"exec/start", map[string]any{"sessionId": s.id, "command": strings.Repeat("a", 256<<10+1)}, "command", "262144"},
+		{"exec/start", map[string]any{"sessionId": s.id, "argv": []string{"cat"}, "kind": "one-shot", "stdin": strings.Repeat("i", 16<<20+1)}, "stdin", "16777216"},
+		{"exec/observe", map[string]any{"sessionId": s.id, "executionId": id, "chars": strings.Repeat("c", 1<<20+1)}, "chars", "1048576"},
+		{"exec/observe", map[string]any{"sessionId": s.id, "executionId": over}, "executionId", "4096"},
+		{"exec/list", map[string]any{"sessionId": over}, "sessionId", "4096"},
+		{"exec/analyze", map[string]any{"command": strings.Repeat("a", 256<<10+1)}, "command", "262144"},
+		{"session/open", map[string]any{"sessionId": "other", "stateDir": "/" + over}, "stateDir", "4096"},
+		{"spool/glob", map[string]any{"sessionId": s.id, "pattern": over}, "pattern", "4096"},
+		{"spool/grep", map[string]any{"sessionId": s.id, "pattern": "x", "addresses": []string{"executions/a.log", over}}, "addresses[1]", "4096"},
+		{"monitor/start", map[string]any{"sessionId": s.id, "command": "true", "filter": over}, "filter", "4096"},
+		{"monitor/stop", map[string]any{"sessionId": s.id, "monitorId": over}, "monitorId", "4096"},
+		{"mailbox/ack", map[string]any{"sessionId": s.id, "deliveryId": over, "durable": true}, "deliveryId", "4096"},
+		{"initialize", map[string]any{"clientName": over}, "clientName", "4096"},
+	} {
+		e := h.wantError(tc.method, tc.params, -32602, "invalid-params")
+		if !strings.Contains(e.Message, tc.field+" is ") || !strings.Contains(e.Message, "the limit is "+tc.limit+" bytes") {
+			t.Errorf("%s %s: message %q does not name the field and its limit", tc.method, tc.field, e.Message)
+		}
+	}
+	// Nothing of it reached the session, and the connection goes on.
+	var list struct {
+		Executions []struct{ ExecutionID string }
+	}
+	h.mustCall("exec/list", map[string]any{"sessionId": s.id, "as": "user"}, &list)
+	if len(list.Executions) != 1 || list.Executions[0].ExecutionID != id {
+		t.Fatalf("live after the refusals: %+v", list)
+	}
+	// At the bound it is taken.
+	at := s.mustStart("true", map[string]any{"label": strings.Repeat("l", 4096)})
+	if len(at.Facts.Label) != 4096 || !at.Final {
+		t.Fatalf("a label of 4096 bytes: %d bytes, final %v", len(at.Facts.Label), at.Final)
+	}
+}
