@@ -1,6 +1,7 @@
 package execution
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
@@ -119,7 +120,7 @@ func (s *Session) Attend(owner string, ids []string) int {
 	n := 0
 	kept := m.owed[:0]
 	for _, it := range m.owed {
-		if contains(ids, it.id) {
+		if slices.Contains(ids, it.id) {
 			n++
 			continue
 		}
@@ -127,15 +128,6 @@ func (s *Session) Attend(owner string, ids []string) int {
 	}
 	m.owed = kept
 	return n
-}
-
-func contains(ids []string, id string) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }
 
 // RetireBegin snapshots the frontier of a retirement: what is owed (or
@@ -157,7 +149,7 @@ func (s *Session) RetireCommit(owner string, frontier uint64) (int, error) {
 		return 0, fault.New(fault.InvalidParams, "frontier %d is ahead of the session's attention (%d): take it from a begin", frontier, s.att.clock)
 	}
 	m := s.att.marks(owner)
-	var retired []string
+	retired := []string{}
 	kept := m.owed[:0]
 	for _, it := range m.owed {
 		if it.seq <= frontier {
@@ -171,14 +163,7 @@ func (s *Session) RetireCommit(owner string, frontier uint64) (int, error) {
 	s.att.mu.Unlock()
 	s.journal.Append(transcript.Record{
 		Type: transcript.TypeRetire, Owner: owner,
-		Attrs: map[string]any{"frontier": frontier, "deliveryIds": retiredOrEmpty(retired)},
+		Attrs: map[string]any{"frontier": frontier, "deliveryIds": retired},
 	})
 	return len(retired), nil
-}
-
-func retiredOrEmpty(ids []string) []string {
-	if ids == nil {
-		return []string{}
-	}
-	return ids
 }

@@ -90,11 +90,10 @@ func (e *Execution) observation(maxChars int, final, claims bool) Observation {
 	e.obsMu.Lock()
 	defer e.obsMu.Unlock()
 	var frozen *Observation
-	var c claim
 	pending, quiet := "", false
 	e.update(func(st *execState) {
-		frozen, c = st.final, st.claim
-		if c == claimMailed {
+		frozen = st.final
+		if st.claim == claimMailed {
 			pending, quiet = st.delivery, !endedOnItsOwn(st.facts.Termination)
 		}
 	})

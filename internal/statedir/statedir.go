@@ -174,11 +174,15 @@ func lockDir(dir string) (*os.File, error) {
 	return f, nil
 }
 
+// drawPrefix draws a candidate id prefix; a variable so a test can make
+// the draw collide with a used one.
+var drawPrefix = func() string { return randomLetters(5) }
+
 // freshPrefix draws an id prefix that no log in the directory uses yet,
 // so a reopened session never reuses an id.
 func freshPrefix(l Layout) string {
 	for {
-		p := randomLetters(5)
+		p := drawPrefix()
 		if m, _ := filepath.Glob(filepath.Join(l.Executions(), "exec-"+p+"-*")); len(m) == 0 {
 			return p
 		}
