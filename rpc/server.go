@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"log"
-	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -26,67 +25,45 @@ import (
 // owns, and every request gets exactly one reply.
 type Server struct {
 	logger     *log.Logger
+	stall      time.Duration
 	mgr        *execution.Manager
 	fwd        *forwarder
 	conn       atomic.Pointer[jsonrpc2.Conn]
+	stream     atomic.Pointer[Stream] // the connection's, while it is served
 	instanceID string
 	wg         sync.WaitGroup // server-owned goroutines
+
+	// loop is held while a request is dispatched. A shutdown begun
+	// outside the read loop takes it once before it waits for the
+	// sessions, so no handler that began earlier still holds one.
+	loop sync.Mutex
 
 	mu       sync.Mutex
 	waiting  map[jsonrpc2.ID]context.CancelCauseFunc // guarded by mu; cancellable requests
 	down     bool                                    // guarded by mu; shutdown has begun
 	downDone chan struct{}                           // closed once, when shutdown finished
+
 }
 
-// Serve speaks the protocol on r/w until r reaches EOF or a frame header is
-// corrupt. EOF without shutdown is treated as shutdown: every live
-// execution ends as session-ended before Serve returns.
-func Serve(r io.Reader, w io.Writer, logger *log.Logger) {
-	s := newServer(logger)
-	s.serveConn(r, w, false)
-	s.finish()
+// Options configure a Server.
+type Options struct {
+	Logger *log.Logger // nil: stderr
+	// StallTimeout is how long a client may take no byte of output while
+	// some waits for it before it is disconnected (0: DefaultStallTimeout).
+	StallTimeout time.Duration
 }
 
-// ServeListener serves the clients of l one after another. A client that
-// leaves without shutdown leaves its sessions running for linger: the
-// next client to connect within it gets every pending delivery again.
-// With linger 0, or after shutdown, the first disconnect ends it all.
-func ServeListener(l net.Listener, linger time.Duration, logger *log.Logger) error {
-	s := newServer(logger)
-	defer s.finish()
-	for first := true; ; first = false {
-		if !first {
-			if dl, ok := l.(interface{ SetDeadline(time.Time) error }); ok {
-				_ = dl.SetDeadline(time.Now().Add(linger))
-			}
-		}
-		c, err := l.Accept()
-		if err != nil {
-			if first {
-				return err
-			}
-			s.logger.Printf("no client came back within %v; shutting down", linger)
-			return nil
-		}
-		s.serveConn(c, c, !first)
-		c.Close()
-		s.mu.Lock()
-		down := s.down
-		s.mu.Unlock()
-		if down || linger <= 0 {
-			return nil
-		}
-		s.logger.Printf("client left without shutdown; keeping sessions for %v", linger)
-		s.mgr.SetConnected(false)
+// NewServer returns a server; Serve or ServeListener serve it.
+func NewServer(o Options) *Server {
+	if o.Logger == nil {
+		o.Logger = log.New(os.Stderr, "mevedel-exec: ", log.LstdFlags)
 	}
-}
-
-func newServer(logger *log.Logger) *Server {
-	if logger == nil {
-		logger = log.New(os.Stderr, "mevedel-exec: ", log.LstdFlags)
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = DefaultStallTimeout
 	}
 	s := &Server{
-		logger:     logger,
+		logger:     o.Logger,
+		stall:      o.StallTimeout,
 		instanceID: newInstanceID(),
 		waiting:    map[jsonrpc2.ID]context.CancelCauseFunc{},
 		downDone:   make(chan struct{}),
@@ -95,22 +72,50 @@ func newServer(logger *log.Logger) *Server {
 		if c := s.conn.Load(); c != nil {
 			_ = c.Notify(notifyCtx, method, params)
 		}
+	}, func() bool {
+		st := s.stream.Load()
+		return st != nil && st.behind()
+	}, func() {
+		if st := s.stream.Load(); st != nil {
+			st.waitRoom()
+		}
 	})
 	s.mgr = execution.NewManager(s.fwd)
 	return s
+}
+
+// Serve speaks the protocol on r/w until r reaches EOF, a frame header
+// cannot be read past, or a write to w fails or stalls. Ending the
+// connection is a shutdown: every live execution has ended as
+// session-ended when it returns.
+func (s *Server) Serve(r io.Reader, w io.Writer) error {
+	s.serveConn(r, w, nil, false)
+	return s.finish()
 }
 
 // serveConn serves one connection until it ends. Requests still waiting
 // then are cancelled: nobody is left to read their replies. A client that
 // reattaches gets the pending deliveries again, once notifications reach
 // it: a resend made before would go nowhere and wait out its ack timeout.
-func (s *Server) serveConn(r io.Reader, w io.Writer, reattached bool) {
-	conn := jsonrpc2.NewConn(context.Background(), NewStream(r, w, nil, s.logger), s, jsonrpc2.SetLogger(s.logger))
+func (s *Server) serveConn(r io.Reader, w io.Writer, closer io.Closer, reattached bool) {
+	var conn *jsonrpc2.Conn
+	ready := make(chan struct{})
+	st := newStream(r, w, closer, s.logger, s.stall, func(err error) {
+		<-ready
+		s.logger.Printf("rpc: %v; disconnecting the client", err)
+		_ = conn.Close()
+	})
+	st.hold()
+	conn = jsonrpc2.NewConn(context.Background(), st, s, jsonrpc2.SetLogger(s.logger), st.AttachParams())
+	close(ready)
 	s.conn.Store(conn)
+	s.stream.Store(st)
+	st.release() // the handler knows its connection before the first request
 	if reattached {
 		s.mgr.SetConnected(true)
 	}
 	<-conn.DisconnectNotify()
+	s.stream.CompareAndSwap(st, nil)
 	s.conn.CompareAndSwap(conn, nil)
 	s.mu.Lock()
 	for id, cancel := range s.waiting {
@@ -121,11 +126,16 @@ func (s *Server) serveConn(r io.Reader, w io.Writer, reattached bool) {
 }
 
 // finish shuts everything down and waits for it.
-func (s *Server) finish() {
-	s.beginShutdown()()
+func (s *Server) finish() error {
+	s.beginShutdown(true)()
+	// The connection is gone, so no handler starts any more; one under
+	// way when it went may still start a server-owned goroutine.
+	s.loop.Lock()
+	s.loop.Unlock() // a barrier: wait for the holder, hold nothing
 	s.mgr.CloseRemote()
 	s.wg.Wait()
 	s.fwd.close()
+	return nil
 }
 
 func newInstanceID() string {
@@ -140,9 +150,10 @@ func newInstanceID() string {
 }
 
 // beginShutdown stops taking requests and detaches every session at once,
-// so nothing behind the shutdown request is served; the returned function
-// waits until everything has ended (every caller waits for the first).
-func (s *Server) beginShutdown() (wait func()) {
+// so nothing behind the shutdown is served; the returned function waits
+// until everything has ended (every caller waits for the first). outside
+// says it is called off the read loop.
+func (s *Server) beginShutdown(outside bool) (wait func()) {
 	s.mu.Lock()
 	first := !s.down
 	s.down = true
@@ -152,6 +163,12 @@ func (s *Server) beginShutdown() (wait func()) {
 	}
 	sessions := s.mgr.BeginShutdown()
 	return func() {
+		if outside {
+			// A handler that began before down was set may still be
+			// using a session; those after it see down.
+			s.loop.Lock()
+			s.loop.Unlock() // a barrier: wait for the holder, hold nothing
+		}
 		for _, sess := range sessions {
 			sess.Wait()
 		}
@@ -223,6 +240,16 @@ var (
 
 // Handle implements jsonrpc2.Handler. It runs on the read loop.
 func (s *Server) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	s.loop.Lock()
+	defer s.loop.Unlock()
+	if s.conn.Load() != conn {
+		return // a connection given up: nobody reads its replies
+	}
+	s.dispatch(conn, req)
+}
+
+// dispatch handles one request; the caller holds loop.
+func (s *Server) dispatch(conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 	if req.Notif {
 		if req.Method == MethodCancelRequest {
 			var p CancelParams
@@ -344,7 +371,7 @@ func (s *Server) initialize(req *jsonrpc2.Request, r *reply) {
 }
 
 func (s *Server) shutdownRequest(req *jsonrpc2.Request, r *reply) {
-	wait := s.beginShutdown()
+	wait := s.beginShutdown(false)
 	s.goOwned(func() {
 		wait()
 		r.ok(Empty{})

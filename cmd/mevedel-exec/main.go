@@ -9,6 +9,7 @@ import (
 	"log"
 	"net"
 	"os"
+	"os/signal"
 	"syscall"
 
 	"github.com/mevedel/mevedel-exec/execution"
@@ -46,12 +47,17 @@ func serve(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	listen := fs.String("listen", "", "serve one client on this unix socket (mode 0600) instead of stdio")
 	linger := fs.Duration("linger", 0, "with --listen: after a client leaves without shutdown, keep its sessions this long for the next client")
+	stall := fs.Duration("stall-timeout", rpc.DefaultStallTimeout, "disconnect a client that takes no output for this long while some waits for it")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	logger := log.New(os.Stderr, "mevedel-exec: ", log.LstdFlags|log.Lmicroseconds)
 	execution.SetLogger(logger)
 	process.SetLogger(logger)
+	// A client that went away is a failed write, which ends the connection
+	// as EOF does; the signal must not kill the helper first. Caught, not
+	// ignored: an ignored signal stays ignored in the commands it starts.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	stop := make(chan struct{})
 	waitReaper, err := process.BecomeSubreaper(logger, stop)
 	if err != nil {
@@ -61,9 +67,9 @@ func serve(args []string) int {
 		close(stop)
 		waitReaper()
 	}()
+	srv := rpc.NewServer(rpc.Options{Logger: logger, StallTimeout: *stall})
 	if *listen == "" {
-		rpc.Serve(os.Stdin, os.Stdout, logger)
-		return 0
+		return exitCode(srv.Serve(os.Stdin, os.Stdout), logger)
 	}
 	// Replace a stale socket, never anything else.
 	if fi, err := os.Lstat(*listen); err == nil {
@@ -82,8 +88,11 @@ func serve(args []string) int {
 		return 1
 	}
 	defer os.Remove(*listen)
-	defer l.Close()
-	if err := rpc.ServeListener(l, *linger, logger); err != nil {
+	return exitCode(srv.ServeListener(l, *linger), logger)
+}
+
+func exitCode(err error, logger *log.Logger) int {
+	if err != nil {
 		logger.Print(err)
 		return 1
 	}
