@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,6 +14,30 @@ import (
 	"github.com/mevedel/mevedel-exec/execution"
 	"github.com/mevedel/mevedel-exec/internal/testsupport"
 )
+
+// A second client while one is attached is answered -32005 and closed;
+// the attached one goes on.
+func TestExtraListenClientRefused(t *testing.T) {
+	l := startListener(t)
+	a := l.dial(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	if err := a.Call(ctx, "initialize", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	b, nc := l.rawDialNow()
+	m := b.next()
+	if string(m.ID) != "null" || m.Error == nil || m.Error.Code != -32005 || m.Error.Data.Kind != "unavailable" ||
+		!strings.Contains(m.Error.Message, "another client is attached") {
+		t.Fatalf("extra client: id %s error %+v", m.ID, m.Error)
+	}
+	readToEOF(t, b.out, nc)
+	if err := a.Call(ctx, "initialize", nil, nil); err != nil {
+		t.Fatalf("the attached client after the refusal: %v", err)
+	}
+	_ = a.Call(ctx, "shutdown", nil, nil)
+	a.Close()
+}
 
 // A client that stops reading while executions flood notifications is
 // disconnected after the stall timeout, and the helper's memory stays
