@@ -9,6 +9,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,8 +22,9 @@ import (
 
 // Server dispatches requests in arrival order. Its handler never blocks:
 // requests that wait (start with yield, observe with wait, stop, close,
-// shutdown) hand their reply to a goroutine that the session or the server
-// owns, and every request gets exactly one reply.
+// shutdown) or read much (open, spool reads, globs, journal records) hand
+// their reply to a goroutine that the session or the server owns, and every
+// request gets exactly one reply.
 type Server struct {
 	logger     *log.Logger
 	stall      time.Duration
@@ -33,16 +35,28 @@ type Server struct {
 	instanceID string
 	wg         sync.WaitGroup // server-owned goroutines
 
-	// loop is held while a request is dispatched. A shutdown begun
-	// outside the read loop takes it once before it waits for the
-	// sessions, so no handler that began earlier still holds one.
-	loop sync.Mutex
+	// loop is held while a request is dispatched: on the read loop, or
+	// when the requests held back for an opening session are let through.
+	// A shutdown begun outside the loop takes it once before it waits for
+	// the sessions, so no handler that began earlier still holds one.
+	loop    sync.Mutex
+	opening map[string]bool // guarded by loop; sessions whose open runs off the loop
+	held    []held          // guarded by loop; what waits for them, in arrival order
 
 	mu       sync.Mutex
 	waiting  map[jsonrpc2.ID]context.CancelCauseFunc // guarded by mu; cancellable requests
 	down     bool                                    // guarded by mu; shutdown has begun
 	downDone chan struct{}                           // closed once, when shutdown finished
 
+}
+
+// held is a request kept back until the open of the session it names
+// has answered.
+type held struct {
+	conn *jsonrpc2.Conn
+	req  *jsonrpc2.Request
+	sid  string // the session it waits for
+	all  bool   // a shutdown: it waits for every open, and everything after it waits for it
 }
 
 // Options configure a Server.
@@ -65,6 +79,7 @@ func NewServer(o Options) *Server {
 		logger:     o.Logger,
 		stall:      o.StallTimeout,
 		instanceID: newInstanceID(),
+		opening:    map[string]bool{},
 		waiting:    map[jsonrpc2.ID]context.CancelCauseFunc{},
 		downDone:   make(chan struct{}),
 	}
@@ -245,6 +260,9 @@ func (s *Server) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Re
 	if s.conn.Load() != conn {
 		return // a connection given up: nobody reads its replies
 	}
+	if s.holdBack(conn, req) {
+		return
+	}
 	s.dispatch(conn, req)
 }
 
@@ -286,6 +304,71 @@ func (s *Server) dispatch(conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 		return
 	}
 	h(s, req, r)
+}
+
+// holdBack keeps back, while a session/open runs off the loop, what
+// must not overtake it: a request that names that session, a cancel of a
+// request kept back, and a shutdown, which waits for everything before it
+// (and keeps back everything after it). releaseHeld handles them, in
+// arrival order, once the open has answered: as if the open had been
+// handled on the loop. Requests for other sessions go on meanwhile. The
+// caller holds loop.
+func (s *Server) holdBack(conn *jsonrpc2.Conn, req *jsonrpc2.Request) bool {
+	if len(s.opening) == 0 && len(s.held) == 0 {
+		return false
+	}
+	h := held{conn: conn, req: req}
+	hold := slices.ContainsFunc(s.held, func(h held) bool { return h.all })
+	switch {
+	case hold:
+	case req.Method == MethodShutdown && !req.Notif:
+		hold, h.all = true, true
+	case req.Notif && req.Method == MethodCancelRequest:
+		var p CancelParams
+		if decode(req, &p) == nil {
+			for _, k := range s.held {
+				if !k.req.Notif && k.req.ID == p.ID {
+					hold, h.sid = true, k.sid
+				}
+			}
+		}
+	case req.Params != nil:
+		var p struct {
+			SessionID string `json:"sessionId"`
+		}
+		if json.Unmarshal(*req.Params, &p) == nil && s.opening[p.SessionID] {
+			hold, h.sid = true, p.SessionID
+		}
+	}
+	if hold {
+		s.held = append(s.held, h)
+	}
+	return hold
+}
+
+// releaseHeld marks the open of session sid answered and handles what no
+// longer has to wait, in arrival order.
+func (s *Server) releaseHeld(sid string) {
+	s.loop.Lock()
+	defer s.loop.Unlock()
+	delete(s.opening, sid)
+	q := s.held
+	s.held = nil
+	blocked := false // a shutdown waits: everything after it too
+	for _, h := range q {
+		switch {
+		case blocked, h.sid != "" && s.opening[h.sid]:
+			// A held open of the same id runs in turn; what names it waits.
+		case h.all && (len(s.opening) > 0 || len(s.held) > 0):
+			blocked = true
+		default:
+			if s.conn.Load() == h.conn {
+				s.dispatch(h.conn, h.req)
+			}
+			continue
+		}
+		s.held = append(s.held, h)
+	}
 }
 
 type handler func(s *Server, req *jsonrpc2.Request, r *reply)
@@ -397,13 +480,25 @@ func (s *Server) sessionOpen(req *jsonrpc2.Request, r *reply) {
 		r.fail(err)
 		return
 	}
-	info, err := s.mgr.Open(p.SessionID, p.StateDir, p.Limits)
-	if err == nil {
-		if sess, serr := s.mgr.Session(p.SessionID); serr == nil {
-			sess.SetRemoteArtifactDir(p.RemoteArtifactDir)
-		}
+	if p.SessionID == "" {
+		r.fail(fault.New(fault.InvalidParams, "sessionId is required"))
+		return
 	}
-	r.answer(info, err)
+	// An open may replay a long journal and kill what a crashed helper
+	// left (up to 3 s): off the loop, with what names the session held
+	// back until it has answered.
+	sid := p.SessionID
+	s.opening[sid] = true
+	s.goOwned(func() {
+		info, err := s.mgr.Open(sid, p.StateDir, p.Limits)
+		if err == nil {
+			if sess, serr := s.mgr.Session(sid); serr == nil {
+				sess.SetRemoteArtifactDir(p.RemoteArtifactDir)
+			}
+		}
+		r.answer(info, err)
+		s.releaseHeld(sid)
+	})
 }
 
 func (s *Server) sessionClose(req *jsonrpc2.Request, r *reply) {
@@ -547,12 +642,18 @@ func (s *Server) execAnalyze(req *jsonrpc2.Request, r *reply) {
 		r.fail(err)
 		return
 	}
-	res := analyze.Command(p.Command)
-	r.ok(ExecAnalyzeResult{Class: string(res.Class), Reasons: res.Reasons})
+	// Parsing a long command takes a while: off the loop (decode bounded
+	// its length).
+	s.goOwned(func() {
+		res := analyze.Command(p.Command)
+		r.ok(ExecAnalyzeResult{Class: string(res.Class), Reasons: res.Reasons})
+	})
 }
 
-// Reads and greps may inflate and scan much of a log: they run on a
-// session goroutine, never on the read loop.
+// Reads and greps may inflate and scan much of a log, a glob lists the
+// whole directory and a stat may read an index: they run on a session
+// goroutine, never on the read loop. What they see was created by
+// requests handled before them.
 
 func (s *Server) spoolRead(req *jsonrpc2.Request, r *reply) {
 	var p SpoolReadParams
@@ -585,12 +686,10 @@ func (s *Server) spoolGlob(req *jsonrpc2.Request, r *reply) {
 	if !ok {
 		return
 	}
-	addrs, err := sess.GlobLogs(c, p.Pattern)
-	if err != nil {
-		r.fail(err)
-		return
-	}
-	r.ok(SpoolGlobResult{Addresses: addrs})
+	sess.Go(func() {
+		addrs, err := sess.GlobLogs(c, p.Pattern)
+		r.answer(SpoolGlobResult{Addresses: addrs}, err)
+	})
 }
 
 func (s *Server) spoolStat(req *jsonrpc2.Request, r *reply) {
@@ -599,5 +698,7 @@ func (s *Server) spoolStat(req *jsonrpc2.Request, r *reply) {
 	if !ok {
 		return
 	}
-	r.answer(sess.StatLog(c, p.Address))
+	sess.Go(func() {
+		r.answer(sess.StatLog(c, p.Address))
+	})
 }
