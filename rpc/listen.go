@@ -57,9 +57,17 @@ func (s *Server) ServeListener(l net.Listener, linger time.Duration) error {
 				s.logger.Printf("no client came back within %v; shutting down", linger)
 				return s.finish()
 			}
+		case <-s.stopped:
+		case <-s.aborted:
 		}
 		if t != nil {
 			t.Stop()
+		}
+		if c == nil {
+			if c = slot.takeOrShut(); c != nil {
+				refuse(c, "the helper is shutting down", s.logger)
+			}
+			return s.finish()
 		}
 		s.serveConn(c, c, c, !first)
 		c.Close()

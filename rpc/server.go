@@ -46,8 +46,13 @@ type Server struct {
 	mu       sync.Mutex
 	waiting  map[jsonrpc2.ID]context.CancelCauseFunc // guarded by mu; cancellable requests
 	down     bool                                    // guarded by mu; shutdown has begun
+	sessions map[*execution.Session]bool             // guarded by mu; opened, not yet ended
 	downDone chan struct{}                           // closed once, when shutdown finished
 
+	stopped   chan struct{} // closed once Stop's shutdown has finished
+	stopOnce  sync.Once
+	aborted   chan struct{} // closed by Abort
+	abortOnce sync.Once
 }
 
 // held is a request kept back until the open of the session it names
@@ -67,6 +72,10 @@ type Options struct {
 	StallTimeout time.Duration
 }
 
+// ErrAborted says the server stopped serving without waiting for its
+// executions to end (Abort).
+var ErrAborted = errors.New("aborted before every execution ended")
+
 // NewServer returns a server; Serve or ServeListener serve it.
 func NewServer(o Options) *Server {
 	if o.Logger == nil {
@@ -81,7 +90,10 @@ func NewServer(o Options) *Server {
 		instanceID: newInstanceID(),
 		opening:    map[string]bool{},
 		waiting:    map[jsonrpc2.ID]context.CancelCauseFunc{},
+		sessions:   map[*execution.Session]bool{},
 		downDone:   make(chan struct{}),
+		stopped:    make(chan struct{}),
+		aborted:    make(chan struct{}),
 	}
 	s.fwd = newForwarder(func(method string, params any) {
 		if c := s.conn.Load(); c != nil {
@@ -100,12 +112,52 @@ func NewServer(o Options) *Server {
 }
 
 // Serve speaks the protocol on r/w until r reaches EOF, a frame header
-// cannot be read past, or a write to w fails or stalls. Ending the
-// connection is a shutdown: every live execution has ended as
-// session-ended when it returns.
+// cannot be read past, a write to w fails or stalls, or Stop's shutdown
+// has finished. Ending the connection is a shutdown: unless the server is
+// aborted, every live execution has ended as session-ended when it
+// returns.
 func (s *Server) Serve(r io.Reader, w io.Writer) error {
 	s.serveConn(r, w, nil, false)
 	return s.finish()
+}
+
+// Stop makes the shutdown the shutdown request makes, from outside the
+// read loop, and once it has finished stops serving. It does not wait.
+func (s *Server) Stop() {
+	wait := s.beginShutdown(true)
+	// Not server-owned: finish may already be waiting for those.
+	go func() {
+		wait()
+		s.stopOnce.Do(func() { close(s.stopped) })
+	}()
+}
+
+// Done is closed once the shutdown has finished.
+func (s *Server) Done() <-chan struct{} { return s.downDone }
+
+// Abort stops serving at once, without waiting for the shutdown or for
+// the client to take what waits for it.
+func (s *Server) Abort() {
+	s.abortOnce.Do(func() { close(s.aborted) })
+	if st := s.stream.Load(); st != nil {
+		st.out.fail(ErrAborted)
+	}
+}
+
+// Live returns the facts of every live execution of every session, those
+// of sessions being closed included.
+func (s *Server) Live() []execution.Facts {
+	s.mu.Lock()
+	sessions := make([]*execution.Session, 0, len(s.sessions))
+	for sess := range s.sessions {
+		sessions = append(sessions, sess)
+	}
+	s.mu.Unlock()
+	var out []execution.Facts
+	for _, sess := range sessions {
+		out = append(out, sess.Live()...)
+	}
+	return out
 }
 
 // serveConn serves one connection until it ends. Requests still waiting
@@ -129,7 +181,21 @@ func (s *Server) serveConn(r io.Reader, w io.Writer, closer io.Closer, reattache
 	if reattached {
 		s.mgr.SetConnected(true)
 	}
-	<-conn.DisconnectNotify()
+	select {
+	case <-conn.DisconnectNotify():
+	case <-s.stopped:
+		// What the shutdown announced goes out before the connection ends.
+		flushed := make(chan struct{})
+		s.fwd.after(func() { close(flushed) })
+		select {
+		case <-flushed:
+		case <-s.aborted:
+		}
+		_ = conn.Close()
+	case <-s.aborted:
+		st.out.fail(ErrAborted) // what waits for the client is dropped
+		_ = conn.Close()
+	}
 	s.stream.CompareAndSwap(st, nil)
 	s.conn.CompareAndSwap(conn, nil)
 	s.mu.Lock()
@@ -140,15 +206,25 @@ func (s *Server) serveConn(r io.Reader, w io.Writer, closer io.Closer, reattache
 	s.mu.Unlock()
 }
 
-// finish shuts everything down and waits for it.
+// finish shuts everything down and waits for it, unless aborted.
 func (s *Server) finish() error {
-	s.beginShutdown(true)()
-	// The connection is gone, so no handler starts any more; one under
-	// way when it went may still start a server-owned goroutine.
-	s.loop.Lock()
-	s.loop.Unlock() // a barrier: wait for the holder, hold nothing
-	s.mgr.CloseRemote()
-	s.wg.Wait()
+	wait := s.beginShutdown(true)
+	done := make(chan struct{})
+	go func() {
+		wait()
+		// The connection is gone, so no handler starts any more; one under
+		// way when it went may still start a server-owned goroutine.
+		s.loop.Lock()
+		s.loop.Unlock() // a barrier: wait for the holder, hold nothing
+		s.mgr.CloseRemote()
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-s.aborted:
+		return ErrAborted
+	}
 	s.fwd.close()
 	return nil
 }
@@ -186,9 +262,22 @@ func (s *Server) beginShutdown(outside bool) (wait func()) {
 		}
 		for _, sess := range sessions {
 			sess.Wait()
+			s.untrack(sess)
 		}
 		close(s.downDone)
 	}
+}
+
+func (s *Server) track(sess *execution.Session) {
+	s.mu.Lock()
+	s.sessions[sess] = true
+	s.mu.Unlock()
+}
+
+func (s *Server) untrack(sess *execution.Session) {
+	s.mu.Lock()
+	delete(s.sessions, sess)
+	s.mu.Unlock()
 }
 
 // reply answers one request exactly once.
@@ -494,6 +583,7 @@ func (s *Server) sessionOpen(req *jsonrpc2.Request, r *reply) {
 		if err == nil {
 			if sess, serr := s.mgr.Session(sid); serr == nil {
 				sess.SetRemoteArtifactDir(p.RemoteArtifactDir)
+				s.track(sess)
 			}
 		}
 		r.answer(info, err)
@@ -518,6 +608,7 @@ func (s *Server) sessionClose(req *jsonrpc2.Request, r *reply) {
 	}
 	s.goOwned(func() {
 		sess.Wait()
+		s.untrack(sess)
 		r.ok(SessionCloseResult{Discarded: sess.Discarded()})
 	})
 }

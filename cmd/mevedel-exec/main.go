@@ -54,9 +54,13 @@ func serve(args []string) int {
 	logger := log.New(os.Stderr, "mevedel-exec: ", log.LstdFlags|log.Lmicroseconds)
 	execution.SetLogger(logger)
 	process.SetLogger(logger)
+	// Caught from the start, so none of them kills the helper before its
+	// executions are stopped. A caught signal, unlike an ignored one, is
+	// reset to its default in the commands the helper starts.
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	// A client that went away is a failed write, which ends the connection
-	// as EOF does; the signal must not kill the helper first. Caught, not
-	// ignored: an ignored signal stays ignored in the commands it starts.
+	// as EOF does; the signal must not kill the helper first.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	stop := make(chan struct{})
 	waitReaper, err := process.BecomeSubreaper(logger, stop)
@@ -68,6 +72,7 @@ func serve(args []string) int {
 		waitReaper()
 	}()
 	srv := rpc.NewServer(rpc.Options{Logger: logger, StallTimeout: *stall})
+	go onSignals(srv, signals, logger)
 	if *listen == "" {
 		return exitCode(srv.Serve(os.Stdin, os.Stdout), logger)
 	}
