@@ -8,28 +8,41 @@ import (
 )
 
 // forwarder sends notifications to Emacs in the order they were raised,
-// from one goroutine, so producers never block on the pipe. Live-set
-// changes of a session coalesce: the snapshot is taken when the
-// notification is sent, so a burst of changes costs one message.
+// from one goroutine, so producers never block on the pipe.
+//
+// Its queue stays bounded however long the client does not read:
+// live-set changes coalesce per session and wakes per owner, their
+// payload built only when the client can take it (so a burst of changes,
+// or a client that is behind, costs one snapshot); progress coalesces per
+// execution and is dropped while the client is behind (it is advisory).
+// Settlements, deliveries and wakes are never dropped: there is one per
+// execution or per delivery attempt. A client that stays stuck is
+// disconnected by its stream.
 type forwarder struct {
-	send func(method string, params any)
+	send   func(method string, params any)
+	behind func() bool // the client is behind: drop progress
+	room   func()      // waits until the client can take a message
 
-	mu      sync.Mutex
-	cond    *sync.Cond
-	queue   []note                      // guarded by mu
-	changed map[*execution.Session]bool // guarded by mu; a change note is queued
-	wakes   map[wakeKey]bool            // guarded by mu; a wake note is queued
-	closed  bool                        // guarded by mu
-	done    chan struct{}               // closed once, when run returns
+	mu       sync.Mutex
+	cond     *sync.Cond
+	queue    []*note                     // guarded by mu
+	changed  map[*execution.Session]bool // guarded by mu; a change note is queued
+	wakes    map[wakeKey]bool            // guarded by mu; a wake note is queued
+	progress map[progressKey]*note       // guarded by mu; the queued progress note of an execution
+	closed   bool                        // guarded by mu
+	done     chan struct{}               // closed once, when run returns
 }
 
 type note struct {
 	method  string
-	params  any
+	params  any                // guarded by forwarder.mu while queued (progress is replaced)
 	session *execution.Session // set for a coalesced exec/changed or wake
 	owner   string             // set for a coalesced wake
 	then    func()             // run in order instead of a send
 }
+
+// progressKey names one execution's coalesced progress.
+type progressKey struct{ session, execution string }
 
 // wakeKey names one owner's coalesced wake.
 type wakeKey struct {
@@ -37,20 +50,35 @@ type wakeKey struct {
 	owner string
 }
 
-func newForwarder(send func(string, any)) *forwarder {
-	f := &forwarder{send: send, changed: map[*execution.Session]bool{}, wakes: map[wakeKey]bool{}, done: make(chan struct{})}
+func newForwarder(send func(string, any), behind func() bool, room func()) *forwarder {
+	f := &forwarder{
+		send: send, behind: behind, room: room,
+		changed: map[*execution.Session]bool{}, wakes: map[wakeKey]bool{}, progress: map[progressKey]*note{},
+		done: make(chan struct{}),
+	}
 	f.cond = sync.NewCond(&f.mu)
 	go f.run()
 	return f
 }
 
-func (f *forwarder) push(n note) {
+func (f *forwarder) push(n *note) {
+	if n.method == NotifyProgress && f.behind() {
+		return
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
 		return
 	}
 	switch {
+	case n.method == NotifyProgress:
+		p := n.params.(ProgressParams)
+		k := progressKey{p.SessionID, p.ExecutionID}
+		if q := f.progress[k]; q != nil {
+			q.params = p // the newer facts and tail replace the queued ones
+			return
+		}
+		f.progress[k] = n
 	case n.session != nil && n.method == NotifyWake:
 		k := wakeKey{n.session, n.owner}
 		if f.wakes[k] {
@@ -79,9 +107,21 @@ func (f *forwarder) run() {
 			return
 		}
 		n := f.queue[0]
-		f.queue[0] = note{}
+		if n.session != nil {
+			// Its payload is built when the client can take it: until
+			// then it stays queued and further changes coalesce into it,
+			// so a client that is behind costs no snapshots. Only this
+			// goroutine takes from the queue, so n stays its head.
+			f.mu.Unlock()
+			f.room()
+			f.mu.Lock()
+		}
+		f.queue[0] = nil
 		f.queue = f.queue[1:]
 		switch {
+		case n.method == NotifyProgress:
+			p := n.params.(ProgressParams)
+			delete(f.progress, progressKey{p.SessionID, p.ExecutionID})
 		case n.session != nil && n.method == NotifyWake:
 			delete(f.wakes, wakeKey{n.session, n.owner})
 		case n.session != nil:
@@ -92,6 +132,10 @@ func (f *forwarder) run() {
 		case n.then != nil:
 			n.then()
 			continue
+		case n.method == NotifyProgress && f.behind():
+			continue
+		}
+		switch {
 		case n.session != nil && n.method == NotifyWake:
 			// Taken now, so every mark made while this waited joins it,
 			// and an owner that turned busy meanwhile gets none.
@@ -119,31 +163,31 @@ func (f *forwarder) close() {
 // The forwarder is the manager's Events sink.
 
 func (f *forwarder) Changed(s *execution.Session) {
-	f.push(note{method: NotifyChanged, session: s})
+	f.push(&note{method: NotifyChanged, session: s})
 }
 
 func (f *forwarder) Settled(facts execution.Facts) {
-	f.push(note{method: NotifySettled, params: SettledParams{SessionID: facts.SessionID, Facts: facts}})
+	f.push(&note{method: NotifySettled, params: SettledParams{SessionID: facts.SessionID, Facts: facts}})
 }
 
 func (f *forwarder) Progress(facts execution.Facts, tail string) {
-	f.push(note{method: NotifyProgress, params: ProgressParams{
+	f.push(&note{method: NotifyProgress, params: ProgressParams{
 		SessionID: facts.SessionID, ExecutionID: facts.ExecutionID, ToolUseID: facts.ToolUseID, Facts: facts, Tail: tail,
 	}})
 }
 
 func (f *forwarder) Deliver(d execution.Delivery) {
-	f.push(note{method: NotifyDeliver, params: d})
+	f.push(&note{method: NotifyDeliver, params: d})
 }
 
 func (f *forwarder) Delivered(d execution.Delivery) {
-	f.push(note{method: NotifyDelivered, params: DeliveredParams{
+	f.push(&note{method: NotifyDelivered, params: DeliveredParams{
 		SessionID: d.SessionID, DeliveryID: d.DeliveryID, ExecutionID: d.Attrs.ExecutionID, Owner: d.Owner,
 	}})
 }
 
 func (f *forwarder) Wake(s *execution.Session, owner string) {
-	f.push(note{method: NotifyWake, session: s, owner: owner})
+	f.push(&note{method: NotifyWake, session: s, owner: owner})
 }
 
 // after runs fn once every notification queued before it has been sent:
@@ -152,7 +196,7 @@ func (f *forwarder) after(fn func()) {
 	f.mu.Lock()
 	closed := f.closed
 	if !closed {
-		f.queue = append(f.queue, note{then: fn})
+		f.queue = append(f.queue, &note{then: fn})
 		f.cond.Signal()
 	}
 	f.mu.Unlock()

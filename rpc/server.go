@@ -8,8 +8,8 @@ import (
 	"errors"
 	"io"
 	"log"
-	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,101 +22,181 @@ import (
 
 // Server dispatches requests in arrival order. Its handler never blocks:
 // requests that wait (start with yield, observe with wait, stop, close,
-// shutdown) hand their reply to a goroutine that the session or the server
-// owns, and every request gets exactly one reply.
+// shutdown) or read much (open, spool reads, globs, journal records) hand
+// their reply to a goroutine that the session or the server owns, and every
+// request gets exactly one reply.
 type Server struct {
 	logger     *log.Logger
+	stall      time.Duration
 	mgr        *execution.Manager
 	fwd        *forwarder
 	conn       atomic.Pointer[jsonrpc2.Conn]
+	stream     atomic.Pointer[Stream] // the connection's, while it is served
 	instanceID string
 	wg         sync.WaitGroup // server-owned goroutines
+
+	// loop is held while a request is dispatched: on the read loop, or
+	// when the requests held back for an opening session are let through.
+	// A shutdown begun outside the loop takes it once before it waits for
+	// the sessions, so no handler that began earlier still holds one.
+	loop    sync.Mutex
+	opening map[string]bool // guarded by loop; sessions whose open runs off the loop
+	held    []held          // guarded by loop; what waits for them, in arrival order
 
 	mu       sync.Mutex
 	waiting  map[jsonrpc2.ID]context.CancelCauseFunc // guarded by mu; cancellable requests
 	down     bool                                    // guarded by mu; shutdown has begun
+	sessions map[*execution.Session]bool             // guarded by mu; opened, not yet ended
 	downDone chan struct{}                           // closed once, when shutdown finished
+
+	stopped   chan struct{} // closed once Stop's shutdown has finished
+	stopOnce  sync.Once
+	aborted   chan struct{} // closed by Abort
+	abortOnce sync.Once
 }
 
-// Serve speaks the protocol on r/w until r reaches EOF or a frame header is
-// corrupt. EOF without shutdown is treated as shutdown: every live
-// execution ends as session-ended before Serve returns.
-func Serve(r io.Reader, w io.Writer, logger *log.Logger) {
-	s := newServer(logger)
-	s.serveConn(r, w, false)
-	s.finish()
+// held is a request kept back until the open of the session it names
+// has answered.
+type held struct {
+	conn *jsonrpc2.Conn
+	req  *jsonrpc2.Request
+	sid  string // the session it waits for
+	all  bool   // a shutdown: it waits for every open, and everything after it waits for it
 }
 
-// ServeListener serves the clients of l one after another. A client that
-// leaves without shutdown leaves its sessions running for linger: the
-// next client to connect within it gets every pending delivery again.
-// With linger 0, or after shutdown, the first disconnect ends it all.
-func ServeListener(l net.Listener, linger time.Duration, logger *log.Logger) error {
-	s := newServer(logger)
-	defer s.finish()
-	for first := true; ; first = false {
-		if !first {
-			if dl, ok := l.(interface{ SetDeadline(time.Time) error }); ok {
-				_ = dl.SetDeadline(time.Now().Add(linger))
-			}
-		}
-		c, err := l.Accept()
-		if err != nil {
-			if first {
-				return err
-			}
-			s.logger.Printf("no client came back within %v; shutting down", linger)
-			return nil
-		}
-		s.serveConn(c, c, !first)
-		c.Close()
-		s.mu.Lock()
-		down := s.down
-		s.mu.Unlock()
-		if down || linger <= 0 {
-			return nil
-		}
-		s.logger.Printf("client left without shutdown; keeping sessions for %v", linger)
-		s.mgr.SetConnected(false)
+// Options configure a Server.
+type Options struct {
+	Logger *log.Logger // nil: stderr
+	// StallTimeout is how long a client may take no byte of output while
+	// some waits for it before it is disconnected (0: DefaultStallTimeout).
+	StallTimeout time.Duration
+}
+
+// ErrAborted says the server stopped serving without waiting for its
+// executions to end (Abort).
+var ErrAborted = errors.New("aborted before every execution ended")
+
+// NewServer returns a server; Serve or ServeListener serve it.
+func NewServer(o Options) *Server {
+	if o.Logger == nil {
+		o.Logger = log.New(os.Stderr, "mevedel-exec: ", log.LstdFlags)
 	}
-}
-
-func newServer(logger *log.Logger) *Server {
-	if logger == nil {
-		logger = log.New(os.Stderr, "mevedel-exec: ", log.LstdFlags)
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = DefaultStallTimeout
 	}
 	s := &Server{
-		logger:     logger,
+		logger:     o.Logger,
+		stall:      o.StallTimeout,
 		instanceID: newInstanceID(),
+		opening:    map[string]bool{},
 		waiting:    map[jsonrpc2.ID]context.CancelCauseFunc{},
+		sessions:   map[*execution.Session]bool{},
 		downDone:   make(chan struct{}),
+		stopped:    make(chan struct{}),
+		aborted:    make(chan struct{}),
 	}
 	s.fwd = newForwarder(func(method string, params any) {
 		if c := s.conn.Load(); c != nil {
 			_ = c.Notify(notifyCtx, method, params)
+		}
+	}, func() bool {
+		st := s.stream.Load()
+		return st != nil && st.behind()
+	}, func() {
+		if st := s.stream.Load(); st != nil {
+			st.waitRoom()
 		}
 	})
 	s.mgr = execution.NewManager(s.fwd)
 	return s
 }
 
+// Serve speaks the protocol on r/w until r reaches EOF, a frame header
+// cannot be read past, a write to w fails or stalls, or Stop's shutdown
+// has finished. Ending the connection is a shutdown: unless the server is
+// aborted, every live execution has ended as session-ended when it
+// returns.
+func (s *Server) Serve(r io.Reader, w io.Writer) error {
+	s.serveConn(r, w, nil, false)
+	return s.finish()
+}
+
+// Stop makes the shutdown the shutdown request makes, from outside the
+// read loop, and once it has finished stops serving. It does not wait.
+func (s *Server) Stop() {
+	wait := s.beginShutdown(true)
+	// Not server-owned: finish may already be waiting for those.
+	go func() {
+		wait()
+		s.stopOnce.Do(func() { close(s.stopped) })
+	}()
+}
+
+// Done is closed once the shutdown has finished.
+func (s *Server) Done() <-chan struct{} { return s.downDone }
+
+// Abort stops serving at once, without waiting for the shutdown or for
+// the client to take what waits for it.
+func (s *Server) Abort() {
+	s.abortOnce.Do(func() { close(s.aborted) })
+	if st := s.stream.Load(); st != nil {
+		st.out.fail(ErrAborted)
+	}
+}
+
+// Live returns the facts of every live execution of every session, those
+// of sessions being closed included.
+func (s *Server) Live() []execution.Facts {
+	s.mu.Lock()
+	sessions := make([]*execution.Session, 0, len(s.sessions))
+	for sess := range s.sessions {
+		sessions = append(sessions, sess)
+	}
+	s.mu.Unlock()
+	var out []execution.Facts
+	for _, sess := range sessions {
+		out = append(out, sess.Live()...)
+	}
+	return out
+}
+
 // serveConn serves one connection until it ends. Requests still waiting
 // then are cancelled: nobody is left to read their replies. A client that
 // reattaches gets the pending deliveries again, once notifications reach
 // it: a resend made before would go nowhere and wait out its ack timeout.
-func (s *Server) serveConn(r io.Reader, w io.Writer, reattached bool) {
-	// NewConn starts reading at once: a request already waiting (a client
-	// that re-dialled and spoke first) must not be handled before the
-	// connection is stored, or what it raises (a wake, an event) would be
-	// sent to no connection and lost.
+func (s *Server) serveConn(r io.Reader, w io.Writer, closer io.Closer, reattached bool) {
+	var conn *jsonrpc2.Conn
 	ready := make(chan struct{})
-	conn := jsonrpc2.NewConn(context.Background(), NewStream(r, w, nil, s.logger), afterReady{s, ready}, jsonrpc2.SetLogger(s.logger))
-	s.conn.Store(conn)
+	st := newStream(r, w, closer, s.logger, s.stall, func(err error) {
+		<-ready
+		s.logger.Printf("rpc: %v; disconnecting the client", err)
+		_ = conn.Close()
+	})
+	st.hold()
+	conn = jsonrpc2.NewConn(context.Background(), st, s, jsonrpc2.SetLogger(s.logger), st.AttachParams())
 	close(ready)
+	s.conn.Store(conn)
+	s.stream.Store(st)
+	st.release() // the handler knows its connection before the first request
 	if reattached {
 		s.mgr.SetConnected(true)
 	}
-	<-conn.DisconnectNotify()
+	select {
+	case <-conn.DisconnectNotify():
+	case <-s.stopped:
+		// What the shutdown announced goes out before the connection ends.
+		flushed := make(chan struct{})
+		s.fwd.after(func() { close(flushed) })
+		select {
+		case <-flushed:
+		case <-s.aborted:
+		}
+		_ = conn.Close()
+	case <-s.aborted:
+		st.out.fail(ErrAborted) // what waits for the client is dropped
+		_ = conn.Close()
+	}
+	s.stream.CompareAndSwap(st, nil)
 	s.conn.CompareAndSwap(conn, nil)
 	s.mu.Lock()
 	for id, cancel := range s.waiting {
@@ -126,23 +206,27 @@ func (s *Server) serveConn(r io.Reader, w io.Writer, reattached bool) {
 	s.mu.Unlock()
 }
 
-// afterReady holds requests until the connection they came on is stored.
-type afterReady struct {
-	s     *Server
-	ready <-chan struct{}
-}
-
-func (a afterReady) Handle(ctx context.Context, c *jsonrpc2.Conn, req *jsonrpc2.Request) {
-	<-a.ready
-	a.s.Handle(ctx, c, req)
-}
-
-// finish shuts everything down and waits for it.
-func (s *Server) finish() {
-	s.beginShutdown()()
-	s.mgr.CloseRemote()
-	s.wg.Wait()
+// finish shuts everything down and waits for it, unless aborted.
+func (s *Server) finish() error {
+	wait := s.beginShutdown(true)
+	done := make(chan struct{})
+	go func() {
+		wait()
+		// The connection is gone, so no handler starts any more; one under
+		// way when it went may still start a server-owned goroutine.
+		s.loop.Lock()
+		s.loop.Unlock() // a barrier: wait for the holder, hold nothing
+		s.mgr.CloseRemote()
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-s.aborted:
+		return ErrAborted
+	}
 	s.fwd.close()
+	return nil
 }
 
 func newInstanceID() string {
@@ -157,9 +241,10 @@ func newInstanceID() string {
 }
 
 // beginShutdown stops taking requests and detaches every session at once,
-// so nothing behind the shutdown request is served; the returned function
-// waits until everything has ended (every caller waits for the first).
-func (s *Server) beginShutdown() (wait func()) {
+// so nothing behind the shutdown is served; the returned function waits
+// until everything has ended (every caller waits for the first). outside
+// says it is called off the read loop.
+func (s *Server) beginShutdown(outside bool) (wait func()) {
 	s.mu.Lock()
 	first := !s.down
 	s.down = true
@@ -169,11 +254,30 @@ func (s *Server) beginShutdown() (wait func()) {
 	}
 	sessions := s.mgr.BeginShutdown()
 	return func() {
+		if outside {
+			// A handler that began before down was set may still be
+			// using a session; those after it see down.
+			s.loop.Lock()
+			s.loop.Unlock() // a barrier: wait for the holder, hold nothing
+		}
 		for _, sess := range sessions {
 			sess.Wait()
+			s.untrack(sess)
 		}
 		close(s.downDone)
 	}
+}
+
+func (s *Server) track(sess *execution.Session) {
+	s.mu.Lock()
+	s.sessions[sess] = true
+	s.mu.Unlock()
+}
+
+func (s *Server) untrack(sess *execution.Session) {
+	s.mu.Lock()
+	delete(s.sessions, sess)
+	s.mu.Unlock()
 }
 
 // reply answers one request exactly once.
@@ -240,6 +344,19 @@ var (
 
 // Handle implements jsonrpc2.Handler. It runs on the read loop.
 func (s *Server) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	s.loop.Lock()
+	defer s.loop.Unlock()
+	if s.conn.Load() != conn {
+		return // a connection given up: nobody reads its replies
+	}
+	if s.holdBack(conn, req) {
+		return
+	}
+	s.dispatch(conn, req)
+}
+
+// dispatch handles one request; the caller holds loop.
+func (s *Server) dispatch(conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 	if req.Notif {
 		if req.Method == MethodCancelRequest {
 			var p CancelParams
@@ -276,6 +393,71 @@ func (s *Server) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Re
 		return
 	}
 	h(s, req, r)
+}
+
+// holdBack keeps back, while a session/open runs off the loop, what
+// must not overtake it: a request that names that session, a cancel of a
+// request kept back, and a shutdown, which waits for everything before it
+// (and keeps back everything after it). releaseHeld handles them, in
+// arrival order, once the open has answered: as if the open had been
+// handled on the loop. Requests for other sessions go on meanwhile. The
+// caller holds loop.
+func (s *Server) holdBack(conn *jsonrpc2.Conn, req *jsonrpc2.Request) bool {
+	if len(s.opening) == 0 && len(s.held) == 0 {
+		return false
+	}
+	h := held{conn: conn, req: req}
+	hold := slices.ContainsFunc(s.held, func(h held) bool { return h.all })
+	switch {
+	case hold:
+	case req.Method == MethodShutdown && !req.Notif:
+		hold, h.all = true, true
+	case req.Notif && req.Method == MethodCancelRequest:
+		var p CancelParams
+		if decode(req, &p) == nil {
+			for _, k := range s.held {
+				if !k.req.Notif && k.req.ID == p.ID {
+					hold, h.sid = true, k.sid
+				}
+			}
+		}
+	case req.Params != nil:
+		var p struct {
+			SessionID string `json:"sessionId"`
+		}
+		if json.Unmarshal(*req.Params, &p) == nil && s.opening[p.SessionID] {
+			hold, h.sid = true, p.SessionID
+		}
+	}
+	if hold {
+		s.held = append(s.held, h)
+	}
+	return hold
+}
+
+// releaseHeld marks the open of session sid answered and handles what no
+// longer has to wait, in arrival order.
+func (s *Server) releaseHeld(sid string) {
+	s.loop.Lock()
+	defer s.loop.Unlock()
+	delete(s.opening, sid)
+	q := s.held
+	s.held = nil
+	blocked := false // a shutdown waits: everything after it too
+	for _, h := range q {
+		switch {
+		case blocked, h.sid != "" && s.opening[h.sid]:
+			// A held open of the same id runs in turn; what names it waits.
+		case h.all && (len(s.opening) > 0 || len(s.held) > 0):
+			blocked = true
+		default:
+			if s.conn.Load() == h.conn {
+				s.dispatch(h.conn, h.req)
+			}
+			continue
+		}
+		s.held = append(s.held, h)
+	}
 }
 
 type handler func(s *Server, req *jsonrpc2.Request, r *reply)
@@ -361,7 +543,7 @@ func (s *Server) initialize(req *jsonrpc2.Request, r *reply) {
 }
 
 func (s *Server) shutdownRequest(req *jsonrpc2.Request, r *reply) {
-	wait := s.beginShutdown()
+	wait := s.beginShutdown(false)
 	s.goOwned(func() {
 		wait()
 		r.ok(Empty{})
@@ -387,13 +569,26 @@ func (s *Server) sessionOpen(req *jsonrpc2.Request, r *reply) {
 		r.fail(err)
 		return
 	}
-	info, err := s.mgr.Open(p.SessionID, p.StateDir, p.Limits)
-	if err == nil {
-		if sess, serr := s.mgr.Session(p.SessionID); serr == nil {
-			sess.SetRemoteArtifactDir(p.RemoteArtifactDir)
-		}
+	if p.SessionID == "" {
+		r.fail(fault.New(fault.InvalidParams, "sessionId is required"))
+		return
 	}
-	r.answer(info, err)
+	// An open may replay a long journal and kill what a crashed helper
+	// left (up to 3 s): off the loop, with what names the session held
+	// back until it has answered.
+	sid := p.SessionID
+	s.opening[sid] = true
+	s.goOwned(func() {
+		info, err := s.mgr.Open(sid, p.StateDir, p.Limits)
+		if err == nil {
+			if sess, serr := s.mgr.Session(sid); serr == nil {
+				sess.SetRemoteArtifactDir(p.RemoteArtifactDir)
+				s.track(sess)
+			}
+		}
+		r.answer(info, err)
+		s.releaseHeld(sid)
+	})
 }
 
 func (s *Server) sessionClose(req *jsonrpc2.Request, r *reply) {
@@ -413,6 +608,7 @@ func (s *Server) sessionClose(req *jsonrpc2.Request, r *reply) {
 	}
 	s.goOwned(func() {
 		sess.Wait()
+		s.untrack(sess)
 		r.ok(SessionCloseResult{Discarded: sess.Discarded()})
 	})
 }
@@ -537,12 +733,18 @@ func (s *Server) execAnalyze(req *jsonrpc2.Request, r *reply) {
 		r.fail(err)
 		return
 	}
-	res := analyze.Command(p.Command)
-	r.ok(ExecAnalyzeResult{Class: string(res.Class), Reasons: res.Reasons})
+	// Parsing a long command takes a while: off the loop (decode bounded
+	// its length).
+	s.goOwned(func() {
+		res := analyze.Command(p.Command)
+		r.ok(ExecAnalyzeResult{Class: string(res.Class), Reasons: res.Reasons})
+	})
 }
 
-// Reads and greps may inflate and scan much of a log: they run on a
-// session goroutine, never on the read loop.
+// Reads and greps may inflate and scan much of a log, a glob lists the
+// whole directory and a stat may read an index: they run on a session
+// goroutine, never on the read loop. What they see was created by
+// requests handled before them.
 
 func (s *Server) spoolRead(req *jsonrpc2.Request, r *reply) {
 	var p SpoolReadParams
@@ -575,12 +777,10 @@ func (s *Server) spoolGlob(req *jsonrpc2.Request, r *reply) {
 	if !ok {
 		return
 	}
-	addrs, err := sess.GlobLogs(c, p.Pattern)
-	if err != nil {
-		r.fail(err)
-		return
-	}
-	r.ok(SpoolGlobResult{Addresses: addrs})
+	sess.Go(func() {
+		addrs, err := sess.GlobLogs(c, p.Pattern)
+		r.answer(SpoolGlobResult{Addresses: addrs}, err)
+	})
 }
 
 func (s *Server) spoolStat(req *jsonrpc2.Request, r *reply) {
@@ -589,5 +789,7 @@ func (s *Server) spoolStat(req *jsonrpc2.Request, r *reply) {
 	if !ok {
 		return
 	}
-	r.answer(sess.StatLog(c, p.Address))
+	sess.Go(func() {
+		r.answer(sess.StatLog(c, p.Address))
+	})
 }

@@ -4,41 +4,124 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sourcegraph/jsonrpc2"
 )
 
-// maxFrame bounds one message body. A larger Content-Length is treated as a
-// corrupt header: the stream cannot be resynchronised without reading it.
-const maxFrame = 64 << 20
+// Framing limits (docs/protocol.md, "Framing" and "Limits").
+const (
+	// MaxFrame bounds one message body. A larger Content-Length is
+	// answered and its body skipped without being kept.
+	MaxFrame = 64 << 20
+	// MaxHeaderLine bounds one header line, its CRLF included, and
+	// MaxHeaderBlock the whole header block, the empty line included. Past
+	// either the next frame cannot be found, so the stream ends.
+	MaxHeaderLine  = 1 << 10
+	MaxHeaderBlock = 8 << 10
+	// MaxValues bounds the array elements and object members of one
+	// message, all depths together. They are counted before the message is
+	// parsed: a frame of millions of small numbers would otherwise cost
+	// gigabytes to decode.
+	MaxValues = 1 << 16
+	// maxEnvelopeString bounds the method name and a string id: both are
+	// echoed in replies and kept while a request runs.
+	maxEnvelopeString = MaxStringBytes
+)
+
+// Output limits: what waits for a client that does not read.
+const (
+	// outboxBytes is how much output may wait for the client; a writer
+	// that would go past it waits for room (a single larger frame waits
+	// for an empty outbox).
+	outboxBytes = 8 << 20
+	// behindBytes waiting means the client is behind: advisory
+	// notifications (exec/progress) are dropped rather than queued.
+	behindBytes = 1 << 20
+	// writeChunk is the unit of progress the stall timer watches.
+	writeChunk = 64 << 10
+	// DefaultStallTimeout is how long a client may take no byte at all
+	// while output waits for it before it is disconnected.
+	DefaultStallTimeout = 60 * time.Second
+)
+
+var (
+	errStalled      = errors.New("the client read nothing for the stall timeout while output waited for it")
+	errStreamClosed = errors.New("the stream is closed")
+)
 
 // Stream is a jsonrpc2.ObjectStream over Content-Length frames.
 //
 // sourcegraph/jsonrpc2 closes the connection on any read error, a body that
 // is not JSON included, and cannot send a response with a null id. Stream
 // therefore reads each framed body raw and answers a malformed body itself
-// (-32700 or -32600 with id null) before reading on; only a corrupt frame
-// header ends the stream, reported as io.EOF.
+// (-32700 or -32600 with id null) before reading on; only a header it
+// cannot get past ends the stream, reported as io.EOF.
+//
+// jsonrpc2 decodes a request's params generically (every array element an
+// interface value) before the handler sees them. ReadObject therefore gives
+// it the message without its params and keeps them aside; AttachParams
+// puts them on the request before it is handled.
+//
+// Writes never block on the client: frames queue in an outbox written by
+// one goroutine. A writer waits only while the outbox is full, and a client
+// that takes no byte for the stall timeout, or whose connection fails, is
+// given up: every later write fails and onFail is called once.
 type Stream struct {
 	r      *bufio.Reader
 	closer io.Closer
 	logger *log.Logger
 
-	mu sync.Mutex // serialises writes
-	w  *bufio.Writer
+	params *json.RawMessage // read loop only: the params of the message just read
+	held   chan struct{}    // when not nil, reading waits until it is closed
+	closed atomic.Bool      // Close was called: a read error is its doing
+
+	out *outbox
 }
+
+// hold makes reading wait until release, so the caller can record the
+// connection before its first request is handled.
+func (s *Stream) hold() { s.held = make(chan struct{}) }
+
+func (s *Stream) release() { close(s.held) }
 
 // NewStream returns a Stream reading from r and writing to w. closer, when
-// non-nil, is closed by Close.
+// non-nil, is closed by Close. Its writes never time out.
 func NewStream(r io.Reader, w io.Writer, closer io.Closer, logger *log.Logger) *Stream {
-	return &Stream{r: bufio.NewReaderSize(r, 64<<10), w: bufio.NewWriter(w), closer: closer, logger: logger}
+	return newStream(r, w, closer, logger, 0, nil)
 }
 
-// WriteObject writes obj as one frame.
+// newStream is NewStream with a stall timeout (0: none) and the function
+// called, once, when writing fails or stalls.
+func newStream(r io.Reader, w io.Writer, closer io.Closer, logger *log.Logger, stall time.Duration, onFail func(error)) *Stream {
+	return &Stream{
+		r:      bufio.NewReaderSize(r, 64<<10),
+		closer: closer,
+		logger: logger,
+		out:    newOutbox(w, stall, onFail),
+	}
+}
+
+// AttachParams is the connection option that gives each request the
+// params ReadObject kept aside. It runs on the read loop, between
+// ReadObject and the handler.
+func (s *Stream) AttachParams() jsonrpc2.ConnOpt {
+	return jsonrpc2.OnRecv(func(req *jsonrpc2.Request, resp *jsonrpc2.Response) {
+		if req != nil && resp == nil {
+			req.Params, s.params = s.params, nil
+		}
+	})
+}
+
+// WriteObject queues obj as one frame.
 func (s *Stream) WriteObject(obj any) error {
 	data, err := json.Marshal(obj)
 	if err != nil {
@@ -48,75 +131,104 @@ func (s *Stream) WriteObject(obj any) error {
 }
 
 func (s *Stream) writeFrame(data []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, err := fmt.Fprintf(s.w, "Content-Length: %d\r\n\r\n", len(data)); err != nil {
-		return err
-	}
-	if _, err := s.w.Write(data); err != nil {
-		return err
-	}
-	return s.w.Flush()
+	return s.out.put([]byte("Content-Length: "+strconv.Itoa(len(data))+"\r\n\r\n"), data)
 }
+
+// behind reports whether the client has fallen behind.
+func (s *Stream) behind() bool { return s.out.backlog() > behindBytes }
+
+// waitRoom waits until output can be queued without waiting, or can never
+// be queued again.
+func (s *Stream) waitRoom() { s.out.waitBelow(behindBytes) }
 
 // ReadObject reads frames until one holds a well-formed message, which it
 // decodes into v. Malformed bodies are answered and skipped.
 func (s *Stream) ReadObject(v any) error {
+	if s.held != nil {
+		<-s.held
+	}
 	for {
 		body, err := s.readFrame()
+		var skipped *skippedFrame
+		if errors.As(err, &skipped) {
+			s.logger.Printf("rpc: %v", err)
+			if err := s.writeFrame(errorFrame(nil, codeInvalidRequest, "invalid request: "+err.Error())); err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
-			if err != io.EOF {
+			if err != io.EOF && !s.closed.Load() {
 				s.logger.Printf("rpc: %v; closing the connection", err)
 			}
 			return io.EOF
 		}
-		code, msg := checkMessage(body)
+		env, params, code, msg := checkMessage(body)
 		if code == 0 {
-			if err := json.Unmarshal(body, v); err == nil {
+			if err := json.Unmarshal(env, v); err == nil {
+				s.params = params
 				return nil
 			} else {
 				code, msg = codeInvalidRequest, "invalid request: "+err.Error()
 			}
 		}
-		if err := s.writeFrame(errorFrame(code, msg)); err != nil {
+		if err := s.writeFrame(errorFrame(nil, code, msg)); err != nil {
 			return err
 		}
 	}
 }
 
-// Close closes the underlying closer.
+// Close stops taking frames, waits until what is queued has been written
+// (or writing failed or stalled), and closes the underlying closer.
 func (s *Stream) Close() error {
+	s.closed.Store(true)
+	s.out.close()
 	if s.closer != nil {
 		return s.closer.Close()
 	}
 	return nil
 }
 
-// readFrame reads one header block and its body. Any header defect is fatal.
+// skippedFrame is a frame whose body was too large to read: it was
+// skipped, and the stream reads on.
+type skippedFrame struct{ length int64 }
+
+func (e *skippedFrame) Error() string {
+	return fmt.Sprintf("a message of %d bytes is over the limit of %d bytes; it was skipped unread", e.length, MaxFrame)
+}
+
+// readFrame reads one header block and its body. A header it cannot get
+// past is an error; a body over MaxFrame is skipped (*skippedFrame).
 func (s *Stream) readFrame() ([]byte, error) {
-	length := -1
-	for {
-		line, err := s.r.ReadString('\n')
-		if err != nil {
-			if err == io.EOF && line == "" && length < 0 {
-				return nil, io.EOF
-			}
+	var length int64 = -1
+	block := 0
+	for first := true; ; first = false {
+		line, err := s.r.ReadSlice('\n')
+		switch {
+		case err == io.EOF && len(line) == 0 && first:
+			return nil, io.EOF
+		case err == bufio.ErrBufferFull || (err == nil && len(line) > MaxHeaderLine):
+			return nil, fmt.Errorf("frame header line longer than %d bytes", MaxHeaderLine)
+		case err != nil:
 			return nil, fmt.Errorf("truncated frame header: %w", err)
 		}
-		if !strings.HasSuffix(line, "\r\n") {
+		if block += len(line); block > MaxHeaderBlock {
+			return nil, fmt.Errorf("frame header block longer than %d bytes", MaxHeaderBlock)
+		}
+		if !bytes.HasSuffix(line, []byte("\r\n")) {
 			return nil, fmt.Errorf("frame header line not ended by CRLF: %q", line)
 		}
-		line = strings.TrimSuffix(line, "\r\n")
-		if line == "" {
+		text := string(line[:len(line)-2])
+		if text == "" {
 			break
 		}
-		name, value, ok := strings.Cut(line, ":")
+		name, value, ok := strings.Cut(text, ":")
 		if !ok {
-			return nil, fmt.Errorf("malformed frame header %q", line)
+			return nil, fmt.Errorf("malformed frame header %q", text)
 		}
 		if strings.EqualFold(strings.TrimSpace(name), "Content-Length") {
-			n, err := strconv.Atoi(strings.TrimSpace(value))
-			if err != nil || n < 0 || n > maxFrame {
+			n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+			if err != nil || n < 0 {
 				return nil, fmt.Errorf("bad Content-Length %q", value)
 			}
 			length = n
@@ -124,6 +236,13 @@ func (s *Stream) readFrame() ([]byte, error) {
 	}
 	if length < 0 {
 		return nil, fmt.Errorf("frame without Content-Length")
+	}
+	if length > MaxFrame {
+		// Read through, never kept: the next frame starts after it.
+		if _, err := io.CopyN(io.Discard, s.r, length); err != nil {
+			return nil, fmt.Errorf("truncated frame body: %w", err)
+		}
+		return nil, &skippedFrame{length}
 	}
 	body := make([]byte, length)
 	if _, err := io.ReadFull(s.r, body); err != nil {
@@ -137,70 +256,319 @@ const (
 	codeInvalidRequest = -32600
 )
 
-// checkMessage returns 0 when body is one JSON-RPC request or response the
-// jsonrpc2 package can decode, else the error code and message to answer.
-func checkMessage(body []byte) (int64, string) {
-	if !json.Valid(body) {
-		return codeParseError, "parse error: the message body is not valid JSON"
+// checkMessage checks that body is one JSON-RPC request or response the
+// jsonrpc2 package can decode. It returns the message for jsonrpc2 without
+// its params, and the params (nil when absent); or else the error code and
+// message to answer (with id null).
+func checkMessage(body []byte) (env []byte, params *json.RawMessage, code int64, msg string) {
+	fail := func(c int64, m string) ([]byte, *json.RawMessage, int64, string) {
+		return nil, nil, c, m
+	}
+	if n := countValues(body, MaxValues); n > MaxValues {
+		return fail(codeInvalidRequest, fmt.Sprintf("invalid request: a message may hold at most %d array elements and object members; it was not parsed", MaxValues))
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(body, &m); err != nil {
-		return codeInvalidRequest, "invalid request: a message must be a JSON object (batches are not supported)"
+		if _, syntax := errors.AsType[*json.SyntaxError](err); syntax {
+			return fail(codeParseError, "parse error: the message body is not valid JSON")
+		}
+		return fail(codeInvalidRequest, "invalid request: a message must be a JSON object (batches are not supported)")
 	}
 	if v, ok := m["jsonrpc"]; !ok || !bytes.Equal(bytes.TrimSpace(v), []byte(`"2.0"`)) {
-		return codeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`
+		return fail(codeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`)
 	}
-	if id, ok := m["id"]; ok && !validID(id) {
-		return codeInvalidRequest, "invalid request: id must be a string or a non-negative integer"
+	out := map[string]json.RawMessage{"jsonrpc": m["jsonrpc"]}
+	if raw, ok := m["id"]; ok {
+		if c, text := checkID(raw); c != 0 {
+			return fail(c, text)
+		}
+		out["id"] = raw
 	}
-	if method, ok := m["method"]; ok {
+	// As jsonrpc2 tells them apart: "result" (null included) or a non-null
+	// "error" make a response, "method" a request.
+	_, hasResult := m["result"]
+	e, hasError := m["error"]
+	isResponse := hasResult || (hasError && !bytes.Equal(bytes.TrimSpace(e), []byte("null")))
+	method, isRequest := m["method"]
+	switch {
+	case isRequest && isResponse:
+		return fail(codeInvalidRequest, "invalid request: a message is a request or a response, not both")
+	case isRequest:
 		var name string
 		if json.Unmarshal(method, &name) != nil || name == "" {
-			return codeInvalidRequest, "invalid request: method must be a non-empty string"
+			return fail(codeInvalidRequest, "invalid request: method must be a non-empty string")
 		}
+		if len(name) > maxEnvelopeString {
+			return fail(codeInvalidRequest, fmt.Sprintf("invalid request: method is %d bytes; the limit is %d bytes", len(name), maxEnvelopeString))
+		}
+		out["method"] = method
 		if p, ok := m["params"]; ok {
-			p = bytes.TrimSpace(p)
-			if len(p) == 0 || (p[0] != '{' && p[0] != '[' && !bytes.Equal(p, []byte("null"))) {
-				return codeInvalidRequest, "invalid request: params must be an object or an array"
+			t := bytes.TrimSpace(p)
+			if len(t) == 0 || (t[0] != '{' && t[0] != '[' && !bytes.Equal(t, []byte("null"))) {
+				return fail(codeInvalidRequest, "invalid request: params must be an object or an array")
 			}
+			params = &p
 		}
-		return 0, ""
+	case isResponse:
+		// The helper sends no requests, so a response is only logged:
+		// what it carries does not matter.
+		out["result"] = json.RawMessage("null")
+	default:
+		return fail(codeInvalidRequest, "invalid request: neither a request nor a response")
 	}
-	_, hasResult := m["result"]
-	_, hasError := m["error"]
-	if hasResult || hasError {
-		return 0, ""
+	env, err := json.Marshal(out)
+	if err != nil {
+		return fail(codeInvalidRequest, "invalid request: "+err.Error())
 	}
-	return codeInvalidRequest, "invalid request: neither a request nor a response"
+	return env, params, 0, ""
 }
 
-func validID(raw json.RawMessage) bool {
+// checkID checks a message id: a string of at most maxEnvelopeString bytes
+// or a non-negative integer.
+func checkID(raw json.RawMessage) (int64, string) {
+	const bad = "invalid request: id must be a string or a non-negative integer"
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
-		return false
+		return codeInvalidRequest, bad
 	}
 	switch raw[0] {
 	case '"':
 		var s string
-		return json.Unmarshal(raw, &s) == nil
+		if json.Unmarshal(raw, &s) != nil {
+			return codeInvalidRequest, bad
+		}
+		if len(s) > maxEnvelopeString {
+			return codeInvalidRequest, fmt.Sprintf("invalid request: a string id is at most %d bytes", maxEnvelopeString)
+		}
+		return 0, ""
 	case 'n':
-		return false // jsonrpc2 cannot answer a null id distinctly
+		return codeInvalidRequest, bad // jsonrpc2 cannot answer a null id distinctly
 	default:
 		// jsonrpc2 reads numeric ids as int64.
-		n, err := strconv.ParseInt(string(raw), 10, 64)
-		return err == nil && n >= 0
+		if n, err := strconv.ParseInt(string(raw), 10, 64); err != nil || n < 0 {
+			return codeInvalidRequest, bad
+		}
+		return 0, ""
 	}
 }
 
-func errorFrame(code int64, msg string) []byte {
-	kind := "invalid-request"
-	if code == codeParseError {
-		kind = "parse"
+// countValues counts the array elements and object members of a JSON text
+// at every depth, stopping once the count passes limit. It does not
+// validate (the parse that follows does), so for malformed input the count
+// is only an estimate. Strings are skipped with IndexByte, so a large
+// string costs little.
+func countValues(b []byte, limit int) int {
+	n := 0
+	opened := false // a container just opened: its first element counts when it begins
+	for i := 0; i < len(b) && n <= limit; i++ {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r', ':':
+		case '[', '{':
+			if opened {
+				n++
+			}
+			opened = true
+		case ']', '}':
+			opened = false
+		case ',':
+			n++
+		case '"':
+			if opened {
+				n++
+				opened = false
+			}
+			i = stringEnd(b, i+1)
+		default:
+			if opened {
+				n++
+				opened = false
+			}
+		}
+	}
+	return n
+}
+
+// stringEnd returns the index of the quote that ends the string whose
+// contents start at from, or len(b) when it does not end.
+func stringEnd(b []byte, from int) int {
+	for {
+		k := bytes.IndexByte(b[from:], '"')
+		if k < 0 {
+			return len(b)
+		}
+		q := from + k
+		escapes := 0
+		for j := q - 1; j >= from && b[j] == '\\'; j-- {
+			escapes++
+		}
+		if escapes%2 == 0 {
+			return q
+		}
+		from = q + 1
+	}
+}
+
+// errorFrame is an error response under id (nil: null).
+func errorFrame(id json.RawMessage, code int64, msg string) []byte {
+	kind := map[int64]string{codeParseError: "parse", codeInvalidRequest: "invalid-request", CodeUnavailable: "unavailable"}[code]
+	if id == nil {
+		id = json.RawMessage("null")
 	}
 	data, _ := json.Marshal(map[string]any{
 		"jsonrpc": "2.0",
-		"id":      nil,
+		"id":      id,
 		"error":   map[string]any{"code": code, "message": msg, "data": map[string]string{"kind": kind}},
 	})
 	return data
+}
+
+// outbox holds frames until one goroutine has written them.
+type outbox struct {
+	w      io.Writer
+	stall  time.Duration // 0: writes never stall
+	onFail func(error)   // called once, when err is first set
+	timer  *time.Timer   // the stall timer; nil without a stall timeout
+
+	mu       sync.Mutex
+	cond     sync.Cond
+	queue    []outFrame // guarded by mu
+	queued   int        // guarded by mu; bytes queued or being written
+	closing  bool       // guarded by mu; no more frames: drain, then stop
+	err      error      // guarded by mu; set once: nothing more can be written
+	finished bool       // guarded by mu; the writer has returned
+}
+
+type outFrame struct{ head, body []byte }
+
+func (f outFrame) size() int { return len(f.head) + len(f.body) }
+
+func newOutbox(w io.Writer, stall time.Duration, onFail func(error)) *outbox {
+	o := &outbox{w: w, stall: stall, onFail: onFail}
+	o.cond.L = &o.mu
+	if stall > 0 {
+		o.timer = time.AfterFunc(time.Hour, func() { o.fail(errStalled) })
+		o.timer.Stop()
+	}
+	go o.run()
+	return o
+}
+
+// put queues one frame, waiting while the outbox is full.
+func (o *outbox) put(head, body []byte) error {
+	f := outFrame{head, body}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for o.err == nil && !o.closing && o.queued > 0 && o.queued+f.size() > outboxBytes {
+		o.cond.Wait()
+	}
+	switch {
+	case o.err != nil:
+		return o.err
+	case o.closing:
+		return errStreamClosed
+	}
+	o.queue = append(o.queue, f)
+	o.queued += f.size()
+	o.cond.Broadcast()
+	return nil
+}
+
+func (o *outbox) backlog() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.queued
+}
+
+// waitBelow waits until at most n bytes wait, or nothing can be written.
+func (o *outbox) waitBelow(n int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for o.err == nil && !o.closing && o.queued > n {
+		o.cond.Wait()
+	}
+}
+
+// fail gives the client up; the first failure is the one reported.
+func (o *outbox) fail(err error) {
+	o.mu.Lock()
+	first := o.err == nil
+	if first {
+		o.err = err
+		o.queue = nil
+		o.cond.Broadcast()
+	}
+	o.mu.Unlock()
+	if first && o.onFail != nil {
+		o.onFail(err)
+	}
+}
+
+// close takes no more frames and waits until the writer has written the
+// queue or nothing more can be written.
+func (o *outbox) close() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.closing = true
+	o.cond.Broadcast()
+	for !o.finished && o.err == nil {
+		o.cond.Wait()
+	}
+}
+
+func (o *outbox) run() {
+	defer func() {
+		o.mu.Lock()
+		o.finished = true
+		o.cond.Broadcast()
+		o.mu.Unlock()
+	}()
+	for {
+		o.mu.Lock()
+		for len(o.queue) == 0 && !o.closing && o.err == nil {
+			o.cond.Wait()
+		}
+		batch := o.queue
+		o.queue = nil
+		stop := o.err != nil || len(batch) == 0
+		o.mu.Unlock()
+		if stop {
+			return
+		}
+		for _, f := range batch {
+			if err := o.write(f.head); err == nil {
+				err = o.write(f.body)
+				if err != nil {
+					o.fail(err)
+					return
+				}
+			} else {
+				o.fail(err)
+				return
+			}
+			o.mu.Lock()
+			o.queued -= f.size()
+			o.cond.Broadcast()
+			o.mu.Unlock()
+		}
+	}
+}
+
+// write writes b in chunks, each of which the client must take within the
+// stall timeout.
+func (o *outbox) write(b []byte) error {
+	for len(b) > 0 {
+		n := min(len(b), writeChunk)
+		if o.timer != nil {
+			o.timer.Reset(o.stall)
+		}
+		_, err := o.w.Write(b[:n])
+		if o.timer != nil && !o.timer.Stop() {
+			return errStalled // the timer has fired: fail reports the stall
+		}
+		if err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
 }

@@ -31,6 +31,8 @@ func readAll(t *testing.T, input string) ([]map[string]any, string) {
 			if err != io.EOF {
 				t.Fatalf("ReadObject: %v, want io.EOF at the end", err)
 			}
+			// Writes are queued: Close waits until they are written.
+			s.Close()
 			return got, out.String()
 		}
 		got = append(got, v)
@@ -72,6 +74,7 @@ func FuzzStream(f *testing.F) {
 	f.Fuzz(func(t *testing.T, input string) {
 		var out bytes.Buffer
 		s := NewStream(strings.NewReader(input), &out, nil, log.New(io.Discard, "", 0))
+		defer s.Close()
 		for i := 0; i < 1000; i++ {
 			var v anyJSON
 			if err := s.ReadObject(&v); err != nil {

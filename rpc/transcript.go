@@ -49,8 +49,12 @@ func (s *Server) transcriptRecords(req *jsonrpc2.Request, r *reply) {
 	if !ok {
 		return
 	}
-	recs, next, err := sess.Records(p.Since, p.Limit)
-	r.answer(TranscriptRecordsResult{Records: recs, Next: next}, err)
+	// A large journal is much to copy and encode: off the loop. The
+	// records of requests handled before it are appended already.
+	sess.Go(func() {
+		recs, next, err := sess.Records(p.Since, p.Limit)
+		r.answer(TranscriptRecordsResult{Records: recs, Next: next}, err)
+	})
 }
 
 func (s *Server) transcriptCheckpoint(req *jsonrpc2.Request, r *reply) {

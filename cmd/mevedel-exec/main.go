@@ -9,6 +9,7 @@ import (
 	"log"
 	"net"
 	"os"
+	"os/signal"
 	"syscall"
 
 	"github.com/mevedel/mevedel-exec/execution"
@@ -46,12 +47,21 @@ func serve(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	listen := fs.String("listen", "", "serve one client on this unix socket (mode 0600) instead of stdio")
 	linger := fs.Duration("linger", 0, "with --listen: after a client leaves without shutdown, keep its sessions this long for the next client")
+	stall := fs.Duration("stall-timeout", rpc.DefaultStallTimeout, "disconnect a client that takes no output for this long while some waits for it")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	logger := log.New(os.Stderr, "mevedel-exec: ", log.LstdFlags|log.Lmicroseconds)
 	execution.SetLogger(logger)
 	process.SetLogger(logger)
+	// Caught from the start, so none of them kills the helper before its
+	// executions are stopped. A caught signal, unlike an ignored one, is
+	// reset to its default in the commands the helper starts.
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	// A client that went away is a failed write, which ends the connection
+	// as EOF does; the signal must not kill the helper first.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	stop := make(chan struct{})
 	waitReaper, err := process.BecomeSubreaper(logger, stop)
 	if err != nil {
@@ -61,9 +71,10 @@ func serve(args []string) int {
 		close(stop)
 		waitReaper()
 	}()
+	srv := rpc.NewServer(rpc.Options{Logger: logger, StallTimeout: *stall})
+	go onSignals(srv, signals, logger)
 	if *listen == "" {
-		rpc.Serve(os.Stdin, os.Stdout, logger)
-		return 0
+		return exitCode(srv.Serve(os.Stdin, os.Stdout), logger)
 	}
 	// Replace a stale socket, never anything else.
 	if fi, err := os.Lstat(*listen); err == nil {
@@ -82,8 +93,11 @@ func serve(args []string) int {
 		return 1
 	}
 	defer os.Remove(*listen)
-	defer l.Close()
-	if err := rpc.ServeListener(l, *linger, logger); err != nil {
+	return exitCode(srv.ServeListener(l, *linger), logger)
+}
+
+func exitCode(err error, logger *log.Logger) int {
+	if err != nil {
 		logger.Print(err)
 		return 1
 	}

@@ -15,16 +15,22 @@ import (
 	"github.com/mevedel/mevedel-exec/execution"
 	"github.com/mevedel/mevedel-exec/internal/client"
 	"github.com/mevedel/mevedel-exec/rpc"
+	"github.com/sourcegraph/jsonrpc2"
 )
 
-// run is the human client: it starts `mevedel-exec serve` as a child, runs
-// one command through the protocol exactly as Emacs would, prints the output
-// as it arrives, and exits with the command's exit code. Ctrl-C stops the
-// command through exec/stop.
 // shutdownBound bounds the wait for the helper to exit after shutdown; a
 // helper still running then is killed.
 const shutdownBound = 30 * time.Second
 
+// startID is the id of run's exec/start, which a Ctrl-C before the yield
+// cancels.
+var startID = jsonrpc2.ID{Str: "run-start", IsString: true}
+
+// run is the human client: it starts `mevedel-exec serve` as a child, runs
+// one command through the protocol exactly as Emacs would, prints the output
+// as it arrives, and exits with the command's exit code. Ctrl-C (or
+// SIGTERM, SIGHUP) stops the command: before it yielded by cancelling the
+// start (termination aborted), after it by exec/stop.
 func run(args []string) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	stateDir := fs.String("state-dir", "", "session state directory (default: a new private temporary one)")
@@ -51,6 +57,11 @@ func run(args []string) int {
 		}
 		*stateDir = dir
 	}
+	// Caught before the helper starts: from then on an interrupt must stop
+	// the command, never kill this client alone.
+	interrupts := make(chan os.Signal, 1)
+	signal.Notify(interrupts, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(interrupts)
 	self, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -73,15 +84,16 @@ func run(args []string) int {
 		return 1
 	}
 	var obs execution.Observation
-	if err := c.Call(ctx, rpc.MethodExecStart, rpc.ExecStartParams{
+	started, err := c.Dispatch(ctx, rpc.MethodExecStart, rpc.ExecStartParams{
 		SessionID: "run", Command: command, Cwd: absPath(*cwd), YieldMs: yieldMs, TTY: *tty, MaxOutputChars: 1 << 20,
-	}, &obs); err != nil {
+	}, jsonrpc2.PickID(startID))
+	if err == nil {
+		err = awaitStart(ctx, c, started, interrupts, &obs)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "mevedel-exec run:", err)
 		return 1
 	}
-	interrupts := make(chan os.Signal, 1)
-	signal.Notify(interrupts, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(interrupts)
 	for {
 		fmt.Print(obs.Output)
 		if obs.Final {
@@ -118,6 +130,23 @@ func run(args []string) int {
 		return 0
 	default:
 		return 1
+	}
+}
+
+// awaitStart waits for the start's answer; an interrupt meanwhile cancels
+// the start, which then answers with the aborted command's final
+// observation.
+func awaitStart(ctx context.Context, c *client.Client, started jsonrpc2.Waiter, interrupts <-chan os.Signal, obs *execution.Observation) error {
+	answered := make(chan error, 1)
+	go func() { answered <- started.Wait(ctx, obs) }()
+	select {
+	case err := <-answered:
+		return err
+	case <-interrupts:
+		if err := c.Notify(ctx, rpc.MethodCancelRequest, rpc.CancelParams{ID: startID}); err != nil {
+			return err
+		}
+		return <-answered
 	}
 }
 
