@@ -71,7 +71,7 @@ func (s *Session) ID() string { return s.id }
 
 // MaxCommandBytes bounds a command's text: the parser's cost grows with
 // nesting, and no hand-written command comes near it.
-const MaxCommandBytes = 256 << 10
+const MaxCommandBytes = 1 << 20
 
 // StartParams are the inputs of exec/start that shape the execution.
 type StartParams struct {

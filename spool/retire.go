@@ -432,13 +432,20 @@ type crew struct {
 	low bool
 }
 
-// LowerThreadPriority makes the calling goroutine run on its own thread at
-// nice 10 for the rest of its life. The goroutine keeps the thread (it
+// LowerThreadPriority makes the calling goroutine run on its own thread,
+// 10 nice levels below the helper's (at most 19), for the rest of its life. The goroutine keeps the thread (it
 // never unlocks it), so the thread ends with the goroutine instead of going
 // back to the runtime's pool with a lowered priority.
 func LowerThreadPriority() {
 	runtime.LockOSThread()
-	_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 10)
+	tid := unix.Gettid()
+	// getpriority answers 20-nice. An absolute 10 would raise a helper
+	// that was itself started nicer than that.
+	p, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
+	if err != nil {
+		return
+	}
+	_ = unix.Setpriority(unix.PRIO_PROCESS, tid, min(20-p+10, 19))
 }
 
 // inOrder runs work(w, i) for every i in [0,n) on up to workers goroutines

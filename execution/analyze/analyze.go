@@ -118,9 +118,34 @@ func (a *analyzer) result() Result {
 
 // script parses and walks one piece of shell source. origin names where a
 // nested script came from (e.g. `bash -c`), for messages.
+// maxBrackets bounds how deeply brackets may nest in text given to the
+// parser: it recurses once per level, and a megabyte of "$((" would
+// overflow the goroutine's stack, a fatal error no recover can catch.
+const maxBrackets = 1000
+
+// bracketDepth is the deepest nesting of (, { and [ in src, quotes
+// ignored: it can only overstate the parser's depth.
+func bracketDepth(src string) int {
+	depth, most := 0, 0
+	for i := 0; i < len(src); i++ {
+		switch src[i] {
+		case '(', '{', '[':
+			depth++
+			most = max(most, depth)
+		case ')', '}', ']':
+			depth = max(depth-1, 0)
+		}
+	}
+	return most
+}
+
 func (a *analyzer) script(src string, depth int, origin string) {
 	if depth > maxDepth {
 		a.add(Complex, "shell code nested more than %d levels deep", maxDepth)
+		return
+	}
+	if bracketDepth(src) > maxBrackets {
+		a.add(Complex, "brackets nested more than %d deep", maxBrackets)
 		return
 	}
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")

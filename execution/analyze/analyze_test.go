@@ -357,3 +357,17 @@ func FuzzCommand(f *testing.F) {
 		}
 	})
 }
+
+// A megabyte of nested brackets would overflow the parser's stack (a
+// fatal error, the helper gone): it is judged Complex without parsing.
+func TestDeepBracketsAreComplexNotACrash(t *testing.T) {
+	for _, open := range []string{"$((", "${a:-", "(", "\"$(", "a=("} {
+		src := strings.Repeat(open, (1<<20)/len(open))
+		if r := Command(src); r.Class != Complex {
+			t.Errorf("%q x %d: %v", open, (1<<20)/len(open), r)
+		}
+	}
+	if r := Command(strings.Repeat("(", 500) + "ls" + strings.Repeat(")", 500)); r.Class != ReadOnly {
+		t.Errorf("500 levels: %v, want it parsed", r)
+	}
+}

@@ -11,7 +11,8 @@ import (
 )
 
 // A slow glob (many logs, a long but valid pattern) runs off the read
-// loop: an exec/list sent after it is answered first.
+// loop: an exec/list sent after it is answered first. A pattern past the
+// bound is refused at once, and the loop goes on.
 func TestSlowGlobDoesNotHoldTheLoop(t *testing.T) {
 	c := startRaw(t)
 	dir := filepath.Join(t.TempDir(), "state")
@@ -20,15 +21,15 @@ func TestSlowGlobDoesNotHoldTheLoop(t *testing.T) {
 		t.Fatalf("open: %+v", m.Error)
 	}
 	// Long names, each matched against a star followed by a class of
-	// 1350 ranges: every position of every name is tried against every
-	// range, and none matches.
+	// 330 ranges (within the 1024-byte bound): every position of every
+	// name is tried against every range, and none matches.
 	tail := strings.Repeat("b", 240)
-	for i := range 100 {
+	for i := range 1000 {
 		if err := os.WriteFile(filepath.Join(dir, "executions", fmt.Sprintf("f%04d%s.log", i, tail)), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	pattern := "executions/*[" + strings.Repeat("a-a", 1350) + "].log"
+	pattern := "executions/*[" + strings.Repeat("a-a", 330) + "].log"
 	glob, _ := json.Marshal(map[string]any{"sessionId": "a", "as": "user", "pattern": pattern})
 	began := time.Now()
 	c.sendFrame(`{"jsonrpc":"2.0","id":"glob","method":"spool/glob","params":` + string(glob) + `}`)
@@ -41,5 +42,15 @@ func TestSlowGlobDoesNotHoldTheLoop(t *testing.T) {
 	var res struct{ Addresses []string }
 	if string(second.ID) != `"glob"` || second.Error != nil || json.Unmarshal(second.Result, &res) != nil || len(res.Addresses) != 0 {
 		t.Fatalf("glob: %s %s %+v", second.ID, second.Result, second.Error)
+	}
+	huge, _ := json.Marshal(map[string]any{"sessionId": "a", "as": "user", "pattern": "executions/" + strings.Repeat("*", 1<<20)})
+	c.sendFrame(`{"jsonrpc":"2.0","id":"huge","method":"spool/glob","params":` + string(huge) + `}`)
+	c.sendFrame(`{"jsonrpc":"2.0","id":"list2","method":"exec/list","params":{"sessionId":"a","as":"user"}}`)
+	refused, listed := c.next(), c.next()
+	if string(refused.ID) != `"huge"` || refused.Error == nil || refused.Error.Code != -32602 || !strings.Contains(refused.Error.Message, "pattern") {
+		t.Fatalf("a 1 MiB pattern: %s %+v, want -32602 naming the pattern", refused.ID, refused.Error)
+	}
+	if string(listed.ID) != `"list2"` || listed.Error != nil {
+		t.Fatalf("after the refusal: %s %+v", listed.ID, listed.Error)
 	}
 }
