@@ -231,17 +231,38 @@ mapread=0
 read -r pidmax 2>/dev/null </proc/sys/kernel/pid_max || pidmax=0
 # scan PID...: adds to hits those whose environment holds the tag.
 scan() {
-  local p f e kv fs=()
+  local p f e kv fs=() un=() again try s
   if [ $mapread = 1 ] && [ $# -le 600 ]; then
     # One redirection of stderr for the loop: one per file costs more
     # than the read.
     { for p; do
       mapfile -d '' -t e </proc/$p/environ || continue
+      [ ${#e[@]} = 0 ] && { un+=($p); continue; }
       [[ ${e[*]} == *"$tag"* ]] || continue
       for kv in "${e[@]}"; do
         [[ $kv == "$tag" ]] && { hits+=($p); break; }
       done
     done; } 2>/dev/null
+    # A process in the middle of an execve shows an empty environment
+    # until the new image's is in place: read those again, a few times,
+    # unless they are older than the leader or kernel threads.
+    for try in 1 2 3; do
+      [ ${#un[@]} = 0 ] || [ -z "$sl" ] && break
+      read -t 0.002 -u $sl _
+      again=()
+      { for p in "${un[@]}"; do
+        read -r s </proc/$p/stat || continue
+        set -- ${s##*) }
+        (( ${20} >= start )) || continue
+        [ "$2" = 2 ] || [ "$2" = 0 ] && continue
+        mapfile -d '' -t e </proc/$p/environ || continue
+        [ ${#e[@]} = 0 ] && { again+=($p); continue; }
+        for kv in "${e[@]}"; do
+          [[ $kv == "$tag" ]] && { hits+=($p); break; }
+        done
+      done; } 2>/dev/null
+      un=("${again[@]}")
+    done
   elif [ $# -gt 0 ]; then
     for p; do fs+=(/proc/$p/environ); done
     for f in $(grep -lsxzF -e "$tag" "${fs[@]}"); do

@@ -120,8 +120,10 @@ func (h *helper) stop() {
 	if err := h.c.Shutdown(waitBound); err != nil {
 		t.Errorf("helper did not exit after shutdown and EOF: %v", err)
 	}
-	if strings.Contains(h.stderr.String(), "DATA RACE") || strings.Contains(h.stderr.String(), "panic") {
-		t.Errorf("helper stderr:\n%s", h.stderr.String())
+	if err := h.stderr.String(); strings.Contains(err, "DATA RACE") || strings.Contains(err, "panic") {
+		t.Errorf("helper stderr:\n%s", err)
+	} else if t.Failed() && err != "" {
+		t.Logf("helper stderr (its end):\n%s", err[max(0, len(err)-16<<10):])
 	}
 	if left := testsupport.UnderHome(h.home, true); len(left) > 0 {
 		t.Errorf("processes left behind by the helper: %v", left)

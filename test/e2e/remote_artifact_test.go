@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -84,7 +85,13 @@ func TestRemoteArtifactPublishedAndAppended(t *testing.T) {
 func TestRemoteArtifactDefaultDirectory(t *testing.T) {
 	h, srv := remoteHelper(t)
 	s := openWith(h, nil)
-	dir := filepath.Join(remoteHome(t), ".cache", "mevedel-exec", s.id)
+	// SFTP starts in the account's home, which the fixture's HOME for
+	// shells does not change.
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(u.HomeDir, ".cache", "mevedel-exec", s.id)
 	t.Cleanup(func() {
 		os.RemoveAll(dir)
 		os.Remove(filepath.Dir(dir)) // only when no other session's is there

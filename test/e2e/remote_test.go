@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -64,14 +63,6 @@ func targetOf(srv *sshd.Server) string {
 	return fmt.Sprintf("ssh:%s@127.0.0.1#%d", srv.User, srv.Port)
 }
 
-func remoteHome(t *testing.T) string {
-	u, err := user.Current()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u.HomeDir
-}
-
 func TestRemoteEchoAndExitCodes(t *testing.T) {
 	h, srv := remoteHelper(t)
 	s, _ := openRemote(h)
@@ -115,7 +106,7 @@ func TestRemoteEchoAndExitCodes(t *testing.T) {
 	// The login environment of the host, the defaults over it, the
 	// request's env over them.
 	o = s.mustStart(`printf '%s|%s|%s|%s|%s' "$NO_COLOR" "$TERM" "$MEVEDEL_EXECUTION" "$MEVEDEL_E2E" "$HOME"`, map[string]any{"cwd": cwd})
-	if want := "1|dumb|1|1|" + remoteHome(t); o.Output != want {
+	if want := "1|dumb|1|1|" + srv.HostHome; o.Output != want {
 		t.Fatalf("environment %q, want %q", o.Output, want)
 	}
 

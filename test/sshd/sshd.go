@@ -34,6 +34,7 @@ type Server struct {
 	Port               int
 	User               string // the current user, whom the server lets in
 	Home               string // the client's private HOME (.ssh/config, known_hosts, id_ed25519)
+	HostHome           string // HOME of every session on the host: private too
 	HostKeyFingerprint string // SHA256:... of the server's host key
 	HostKey            ssh.PublicKey
 	ClientKey          string // path of the client's private key
@@ -78,7 +79,7 @@ func Launch(dir string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("current user: %w", err)
 	}
-	s := &Server{User: u.Username, dir: dir, Home: filepath.Join(dir, "home")}
+	s := &Server{User: u.Username, dir: dir, Home: filepath.Join(dir, "home"), HostHome: filepath.Join(dir, "hosthome")}
 	hostKey := filepath.Join(dir, "ssh_host_ed25519_key")
 	s.ClientKey = filepath.Join(dir, "client_ed25519")
 	for _, k := range []string{hostKey, s.ClientKey} {
@@ -97,6 +98,9 @@ func Launch(dir string) (*Server, error) {
 	s.HostKeyFingerprint = ssh.FingerprintSHA256(s.HostKey)
 	pubClient, err := os.ReadFile(s.ClientKey + ".pub")
 	if err != nil {
+		return nil, err
+	}
+	if err := os.Mkdir(s.HostHome, 0o700); err != nil {
 		return nil, err
 	}
 	authorized := filepath.Join(dir, "authorized_keys")
@@ -139,6 +143,10 @@ func (s *Server) start(port int, hostKey, authorized string) error {
 	// SetEnv SHLVL=1 keeps the test user's ~/.bashrc out of every channel:
 	// Debian's bash reads it for a command run by sshd at shell level 1,
 	// and a slow rc file would then time the tests instead of the code.
+	// HOME is a private directory too: a login shell (the login
+	// environment's capture) would otherwise read the real user's profile,
+	// and one killed in the middle of it can leave locks (pyenv's rehash)
+	// that stall every later shell.
 	conf := fmt.Sprintf(`ListenAddress 127.0.0.1
 Port %d
 HostKey %s
@@ -151,9 +159,9 @@ PasswordAuthentication no
 KbdInteractiveAuthentication no
 UsePAM no
 Subsystem sftp internal-sftp
-SetEnv SHLVL=1
+SetEnv SHLVL=1 HOME=%s
 LogLevel ERROR
-`, port, hostKey, filepath.Join(s.dir, "sshd.pid"), authorized)
+`, port, hostKey, filepath.Join(s.dir, "sshd.pid"), authorized, s.HostHome)
 	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
 		return err
 	}
