@@ -190,7 +190,7 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 			cwd = scratch
 		}
 	}
-	sp, err := spool.Create(s.stateDir.LogPath(id), s.limits.OutputLimitBytes)
+	sp, err := s.dir.Create(filepath.Base(s.stateDir.LogPath(id)), s.limits.OutputLimitBytes)
 	if err != nil {
 		removeScratch(scratch)
 		return nil, err

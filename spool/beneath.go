@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/mevedel/mevedel-exec/internal/fault"
 	"golang.org/x/sys/unix"
 )
 
@@ -283,4 +284,42 @@ func (e *execDir) readlink(file string) (string, error) {
 		return "", err
 	}
 	return string(buf[:n]), nil
+}
+
+// Create creates the log file (a name in executions/, which must not
+// exist) beneath the state directory's descriptor, so a directory swapped
+// for a link meanwhile cannot send the output elsewhere, and returns its
+// spool capped at limit bytes (limit <= 0 means DefaultLimit).
+func (d *Dir) Create(file string, limit int64) (*Spool, error) {
+	if file == "" || strings.ContainsRune(file, '/') || file == "." || file == ".." {
+		return nil, fault.New(fault.InvalidParams, "spool: %q is not a file name", file)
+	}
+	dir, err := d.openExec()
+	if errors.Is(err, errNoLogs) {
+		return nil, ioErr("create", filepath.Join(d.execDir, file), fs.ErrNotExist)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer dir.Close()
+	path := filepath.Join(dir.path, file)
+	fd, err := openBeneath(dir.fd, file, unix.O_CREAT|unix.O_EXCL|unix.O_RDWR, 0o600)
+	if err != nil {
+		return nil, ioErr("create", path, err)
+	}
+	// The umask may have narrowed the mode; output can hold secrets, so
+	// it is exactly 0600 either way.
+	if err := unix.Fchmod(fd, 0o600); err != nil {
+		unix.Close(fd)
+		dir.remove(file)
+		return nil, ioErr("chmod", path, err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	s, err := newFromFile(path, f, limit)
+	if err != nil {
+		f.Close()
+		dir.remove(file)
+		return nil, err
+	}
+	return s, nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
+	"golang.org/x/sys/unix"
 )
 
 // eachOpenMode runs f with openat2, and again with the openat fallback
@@ -126,7 +127,8 @@ func TestReplacedDirectoriesRefused(t *testing.T) {
 				_, gerr := d.Glob("executions/*.log")
 				_, perr := d.ParseAddress("executions/x.log")
 				_, rerr := d.Retire("executions/x.log", RetireOptions{})
-				for what, err := range map[string]error{"Open": oerr, "Stat": serr, "Glob": gerr, "ParseAddress": perr, "Retire": rerr} {
+				_, cerr := d.Create("y.log", 0)
+				for what, err := range map[string]error{"Open": oerr, "Stat": serr, "Glob": gerr, "ParseAddress": perr, "Retire": rerr, "Create": cerr} {
 					if fault.KindOf(err) != fault.Refused {
 						t.Errorf("%s after the %s was replaced: %v; want refused", what, tc.what, err)
 					}
@@ -273,4 +275,46 @@ func TestRenderFileRefusesLinks(t *testing.T) {
 			t.Errorf("RenderFile(%s) = %q, %v; want an error and no content", path, o.Text, err)
 		}
 	}
+}
+
+// TestCreateBeneath: a log is created 0600 whatever the umask, never over
+// an existing file or through a planted link, and only as a plain name.
+func TestCreateBeneath(t *testing.T) {
+	eachOpenMode(t, func(t *testing.T) {
+		root, state := stateUnder(t)
+		d := NewDir(state)
+		old := unix.Umask(0o077)
+		sp, err := d.Create("a.log", 0)
+		unix.Umask(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sp.Write([]byte("hello\n")); err != nil {
+			t.Fatal(err)
+		}
+		sp.Close()
+		if r, err := d.Read("executions/a.log", 0, 0); err != nil || r.Text != "hello\n" {
+			t.Fatalf("read back: %+v, %v", r, err)
+		}
+		if fi, err := os.Stat(filepath.Join(state, logDir, "a.log")); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("mode: %v, %v", fi, err)
+		}
+		if _, err := d.Create("a.log", 0); err == nil {
+			t.Fatal("created over an existing log")
+		}
+		secret := filepath.Join(root, "secret")
+		writeFile(t, secret, "keep\n")
+		must(t, os.Symlink(secret, filepath.Join(state, logDir, "b.log")))
+		if _, err := d.Create("b.log", 0); err == nil {
+			t.Fatal("created through a planted link")
+		}
+		if b, _ := os.ReadFile(secret); string(b) != "keep\n" {
+			t.Fatalf("the link's target changed: %q", b)
+		}
+		for _, bad := range []string{"", ".", "..", "../x.log", "sub/x.log"} {
+			if _, err := d.Create(bad, 0); fault.KindOf(err) != fault.InvalidParams {
+				t.Errorf("Create(%q): %v, want invalid-params", bad, err)
+			}
+		}
+	})
 }
