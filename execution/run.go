@@ -23,6 +23,8 @@ const (
 	progressEvery  = 250 * time.Millisecond
 	progressChars  = 2000
 	changedEvery   = time.Second // exec/changed for output growth, at most
+	copyMin        = 4 << 10     // first output read buffer
+	copyMax        = 256 << 10   // largest output read buffer
 )
 
 // run drives the execution from admission to settlement.
@@ -164,7 +166,9 @@ probe:
 // write error it asks for a stop and keeps draining, so the child never
 // blocks on a full pipe while it is being stopped.
 func (e *Execution) copyOutput(r io.Reader) {
-	buf := make([]byte, 256<<10)
+	// Small while the command is quiet (hundreds of idle executions cost
+	// little), doubled whenever a read fills it, up to copyMax.
+	buf := make([]byte, copyMin)
 	// Growth inside a window is announced at its end, so a panel never
 	// keeps a stale size after the output goes quiet. announced (since
 	// base, on the monotonic clock) and owed are shared with that trailing
@@ -207,6 +211,9 @@ func (e *Execution) copyOutput(r io.Reader) {
 					trailing.Reset(changedEvery - since)
 				}
 			}
+		}
+		if n == len(buf) && len(buf) < copyMax {
+			buf = make([]byte, 2*len(buf))
 		}
 		if err != nil {
 			if err != io.EOF {

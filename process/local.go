@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/creack/pty"
@@ -62,7 +61,7 @@ func (l *Local) Start(ctx context.Context, spec Spec) (Process, error) {
 	}
 	cmd.Dir = spec.Dir
 	cmd.Env = append(env[:len(env):len(env)], spec.Tag)
-	p := &localProcess{cmd: cmd, tag: spec.Tag, tty: spec.TTY}
+	p := &localProcess{tty: spec.TTY}
 	if spec.TTY {
 		ptmx, tty, err := pty.Open()
 		if err != nil {
@@ -77,7 +76,7 @@ func (l *Local) Start(ctx context.Context, spec Spec) (Process, error) {
 		// A new session with the pty as controlling terminal; its leader
 		// is also the group leader.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
-		err = Spawn(cmd)
+		p.child, p.tree, err = Spawn(cmd, spec.Tag)
 		tty.Close()
 		if err != nil {
 			ptmx.Close()
@@ -98,7 +97,7 @@ func (l *Local) Start(ctx context.Context, spec Spec) (Process, error) {
 		}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = in, pw, pw
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		err = Spawn(cmd)
+		p.child, p.tree, err = Spawn(cmd, spec.Tag)
 		pw.Close()
 		in.Close()
 		if err != nil {
@@ -115,9 +114,8 @@ func (l *Local) Start(ctx context.Context, spec Spec) (Process, error) {
 			go p.writeStdin(spec.Stdin)
 		}
 	}
-	p.pid = cmd.Process.Pid
-	// Descendants start no earlier than the shell; 0 if it already left.
-	p.start, _ = StartTime(p.pid)
+	p.pid = p.child.pid
+	p.start = p.tree.notBefore
 	return p, nil
 }
 
@@ -140,9 +138,9 @@ func pollable(f *os.File) (*os.File, error) {
 }
 
 type localProcess struct {
-	cmd   *exec.Cmd
+	child *child   // immutable once set; the reaper's record of the shell
+	tree  *Tree    // immutable once set; what is known of its processes
 	pid   int      // immutable once set
-	tag   string   // immutable
 	tty   bool     // immutable
 	start uint64   // immutable; the shell's start time, clock ticks
 	out   *os.File // pipe read end or pty master
@@ -150,9 +148,6 @@ type localProcess struct {
 	// fed is closed once the writer goroutine is done with it.
 	feed *os.File
 	fed  chan struct{}
-
-	mu     sync.Mutex
-	exited bool // guarded by mu; Wait has returned
 }
 
 func (p *localProcess) Pid() int            { return p.pid }
@@ -161,15 +156,7 @@ func (p *localProcess) LeaderStart() uint64 { return p.start }
 func (p *localProcess) Output() io.Reader   { return ptyReader{p.out} }
 
 func (p *localProcess) Wait() (Exit, error) {
-	err := p.cmd.Wait()
-	Forget(p.pid)
-	p.mu.Lock()
-	p.exited = true
-	p.mu.Unlock()
-	st, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ok {
-		return Exit{}, err
-	}
+	st := p.child.wait()
 	if st.Signaled() {
 		return Exit{Signaled: true, Signal: st.Signal()}, nil
 	}
@@ -177,13 +164,10 @@ func (p *localProcess) Wait() (Exit, error) {
 }
 
 func (p *localProcess) Exited() bool {
-	p.mu.Lock()
-	exited := p.exited
-	p.mu.Unlock()
-	if exited {
+	if p.child.exited() {
 		return true
 	}
-	// Peek without reaping: os/exec's Wait still owns the child.
+	// Peek without reaping: the reaper takes the status.
 	var info unix.Siginfo
 	err := unix.Waitid(unix.P_PID, p.pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
 	if errors.Is(err, unix.ECHILD) {
@@ -194,7 +178,7 @@ func (p *localProcess) Exited() bool {
 
 func (p *localProcess) Signal(sig syscall.Signal) error {
 	_ = unix.Kill(-p.pid, sig)
-	for _, m := range Members(p.pid, p.tag, p.start) {
+	for _, m := range p.tree.Members() {
 		_ = unix.Kill(m.Pid, sig)
 		if sig == unix.SIGTERM {
 			// A stopped process acts on TERM only once continued.
@@ -221,13 +205,10 @@ func (p *localProcess) Interrupt() error {
 }
 
 func (p *localProcess) Alive() bool {
-	p.mu.Lock()
-	exited := p.exited
-	p.mu.Unlock()
-	if exited && noneLeft(p.pid) {
+	if p.child.exited() && noneLeft(p.pid) {
 		return false // the common end: no scan of /proc
 	}
-	return len(Members(p.pid, p.tag, p.start)) > 0
+	return len(p.tree.Members()) > 0
 }
 
 func (p *localProcess) Write(b []byte) (int, error) {

@@ -161,12 +161,13 @@ func (l *LoginEnv) capture() ([]string, error) {
 	if home := envlist.Value(l.base, "HOME"); home != "" {
 		cmd.Dir = home
 	}
-	if err := Spawn(cmd); err != nil {
+	c, tree, err := Spawn(cmd, tag)
+	if err != nil {
 		pw.Close()
 		return nil, err
 	}
 	pw.Close()
-	pid := cmd.Process.Pid
+	pid := c.pid
 
 	type result struct {
 		data []byte
@@ -180,9 +181,11 @@ func (l *LoginEnv) capture() ([]string, error) {
 	}()
 	waited := make(chan error, 1)
 	go func() {
-		err := cmd.Wait()
-		Forget(pid)
-		waited <- err
+		if st := c.wait(); st.Signaled() || st.ExitStatus() != 0 {
+			waited <- fmt.Errorf("login shell: %s", exitText(st))
+			return
+		}
+		waited <- nil
 	}()
 
 	timer := time.NewTimer(l.timeout)
@@ -196,7 +199,7 @@ func (l *LoginEnv) capture() ([]string, error) {
 		werr = fmt.Errorf("session ended during the capture (%w)", stopGroup(pid, waited))
 	}
 	// Anything the profile left running (an agent, a daemon) goes too.
-	killTagged(pid, tag)
+	killTree(pid, tree)
 	// Every writer of the pipe is gone now, so the reader reaches EOF by
 	// itself; closing the pipe first could throw away an environment that
 	// is already in it. Only a holder we could not kill is waited out.
@@ -229,12 +232,20 @@ func stopGroup(pid int, waited <-chan error) error {
 	}
 }
 
-// killTagged kills what remains of a group or tag, without waiting.
-func killTagged(pgid int, tag string) {
+// killTree kills what remains of a group and its tree, without waiting.
+func killTree(pgid int, tree *Tree) {
 	_ = unix.Kill(-pgid, unix.SIGKILL)
-	for _, m := range Members(pgid, tag, 0) {
+	for _, m := range tree.Members() {
 		_ = unix.Kill(m.Pid, unix.SIGKILL)
 	}
+}
+
+// exitText says how a wait status ended, as os/exec would.
+func exitText(st unix.WaitStatus) string {
+	if st.Signaled() {
+		return "signal: " + unix.SignalName(st.Signal())
+	}
+	return fmt.Sprintf("exit status %d", st.ExitStatus())
 }
 
 // MergeEnv layers environments: later layers override earlier keys.

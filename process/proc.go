@@ -111,85 +111,10 @@ func Table() []Info {
 	return out
 }
 
-// hasEnv reports whether the initial environment of pid holds entry
-// (KEY=value) exactly.
-func hasEnv(pid int, entry string, buf []byte) bool {
-	b, ok := readProcFile("/proc/"+strconv.Itoa(pid)+"/environ", buf)
-	if !ok {
-		return false
-	}
-	want := []byte(entry)
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, 0)
-		if i < 0 {
-			i = len(b)
-		}
-		if bytes.Equal(b[:i], want) {
-			return true
-		}
-		if i == len(b) {
-			break
-		}
-		b = b[i+1:]
-	}
-	return false
-}
-
-// Members returns the live processes that belong to an execution: members
-// of its process group, processes carrying its tag in their environment
-// (which is how a descendant that left the group with setsid or a double
-// fork is traced back), and every descendant of those by parent links (which
-// catches a tagged process's children that replaced their environment).
-// Only processes started no earlier than notBefore (clock ticks since
-// boot; the shell's start) can carry the tag, so older ones are not read.
-func Members(pgid int, tag string, notBefore uint64) []Info {
-	self := os.Getpid()
-	table := Table()
-	children := make(map[int][]int, len(table))
-	byPid := make(map[int]Info, len(table))
-	var roots []int
-	var env []byte
-	for _, p := range table {
-		byPid[p.Pid] = p
-		children[p.PPid] = append(children[p.PPid], p.Pid)
-		if p.Pid == self {
-			continue
-		}
-		if pgid > 0 && p.Pgrp == pgid {
-			roots = append(roots, p.Pid)
-			continue
-		}
-		if tag != "" && p.Alive() && p.Start >= notBefore {
-			if env == nil {
-				env = make([]byte, 256<<10)
-			}
-			if hasEnv(p.Pid, tag, env) {
-				roots = append(roots, p.Pid)
-			}
-		}
-	}
-	seen := make(map[int]bool)
-	var out []Info
-	for len(roots) > 0 {
-		pid := roots[len(roots)-1]
-		roots = roots[:len(roots)-1]
-		if seen[pid] || pid == self {
-			continue
-		}
-		seen[pid] = true
-		if p := byPid[pid]; p.Alive() {
-			out = append(out, p)
-		}
-		roots = append(roots, children[pid]...)
-	}
-	return out
-}
-
-// Environ returns the initial environment of pid, KEY=value, as far as
-// /proc shows it (the first 256 KiB).
+// Environ returns the initial environment of pid, KEY=value, all of it.
 func Environ(pid int) ([]string, bool) {
-	buf := make([]byte, 256<<10)
-	b, ok := readProcFile("/proc/"+strconv.Itoa(pid)+"/environ", buf)
+	var buf []byte
+	b, ok := readEnviron(pid, &buf)
 	if !ok {
 		return nil, false
 	}

@@ -5,100 +5,246 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
-// The helper can make itself a child subreaper, so that a descendant which
-// escapes its execution's group (setsid, double fork) is re-parented to the
-// helper instead of init. Such adopted orphans must be reaped by pid: a
-// wait4(-1) would steal the children that os/exec is waiting for. Every
-// child the helper starts therefore goes through Spawn, which records its
-// pid under the same lock the reaper scans with, so a child that exits
-// before its pid is recorded is never mistaken for an orphan.
+// One reaper waits for every child of the helper: a goroutine woken by
+// SIGCHLD collects exit statuses with non-blocking wait4 and hands each
+// to the waiter of that child. Nothing blocks an OS thread per process,
+// as os/exec's Wait would (a blocking wait4 or waitid holds a thread for
+// as long as the child lives).
+//
+// The helper is also the child subreaper of everything it starts
+// (BecomeSubreaper), so a descendant whose parent dies is re-parented to
+// it rather than to init. The reaper attributes such an adopted orphan to
+// the execution it descends from: an adoption by the helper happens when
+// a process dies whose orphans have no living subreaper between them and
+// the helper — a command's shell (itself a subreaper, see shim.go), or a
+// process already adopted and attributed. The reaper reaps that process in
+// the same round in which the orphan first shows up among the helper's
+// children, so the orphan is recorded in the Tree of every process reaped
+// in that round (more than one only when several exit together: then it is
+// killed a little early rather than lost).
 var reaper struct {
-	mu      sync.Mutex
-	started map[int]bool // guarded by mu; pids that os/exec will wait for
-	active  bool         // guarded by mu; this process is the subreaper
+	mu       sync.Mutex
+	children map[int]*child   // guarded by mu; started and not yet reaped
+	adopted  map[int]*adoptee // guarded by mu; adopted orphans and their trees
+	running  bool             // guarded by mu; the reaping goroutine runs
+	active   bool             // guarded by mu; this process is the subreaper
 }
 
-// Spawn starts cmd and records it as a child that os/exec waits for. Call
-// Forget with its pid once Wait has returned. Every child of the helper
-// must start through Spawn, or the reaper may take its exit status.
-func Spawn(cmd *exec.Cmd) error {
+// child is one started process the reaper waits for.
+type child struct {
+	pid    int
+	proc   *os.Process
+	tree   *Tree // nil for a process no execution owns
+	done   chan struct{}
+	status unix.WaitStatus // set before done is closed
+}
+
+// adoptee is an adopted orphan and the trees it was attributed to.
+type adoptee struct {
+	start uint64
+	trees []*Tree
+}
+
+// Spawn starts cmd, which must make itself a process group leader
+// (Setpgid or Setsid), as a child that the reaper waits for, with the
+// Tree of its processes: its group, those carrying tag, and those the
+// reaper attributes to it. Every child of the helper must start through
+// Spawn, and nothing may call cmd.Wait: the reaper takes every exit
+// status, and only the returned child's pid may be read: cmd.Process is
+// released once the child is reaped.
+func Spawn(cmd *exec.Cmd, tag string) (*child, *Tree, error) {
+	cmd = throughShim(cmd)
 	reaper.mu.Lock()
 	defer reaper.mu.Unlock()
+	startReaper()
 	if err := cmd.Start(); err != nil {
-		return err
+		return nil, nil, err
 	}
-	if reaper.started == nil {
-		reaper.started = make(map[int]bool)
-	}
-	reaper.started[cmd.Process.Pid] = true
-	return nil
+	pid := cmd.Process.Pid
+	// Not reaped before this returns (the lock), so it is still there.
+	start, _ := StartTime(pid)
+	c := &child{pid: pid, proc: cmd.Process, tree: NewTree(pid, tag, start), done: make(chan struct{})}
+	reaper.children[pid] = c
+	return c, c.tree, nil
 }
 
-// Forget drops pid once os/exec has waited for it.
-func Forget(pid int) {
-	reaper.mu.Lock()
-	delete(reaper.started, pid)
-	reaper.mu.Unlock()
+// startReaper starts the reaping goroutine once, before the first child:
+// SIGCHLD is asked for before any child can exit. Called with mu held.
+func startReaper() {
+	if reaper.running {
+		return
+	}
+	reaper.running = true
+	reaper.children = make(map[int]*child)
+	reaper.adopted = make(map[int]*adoptee)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGCHLD)
+	go func() {
+		for range sigs {
+			reap()
+		}
+	}()
+}
+
+// wait waits for the child's exit.
+func (c *child) wait() unix.WaitStatus {
+	<-c.done
+	return c.status
+}
+
+// exited reports without blocking whether the reaper has the exit.
+func (c *child) exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // BecomeSubreaper makes this process the child subreaper for everything it
-// starts and reaps adopted orphans until stop is closed. The returned
-// function waits for the reaping goroutine to end.
-func BecomeSubreaper(logger *log.Logger, stop <-chan struct{}) (wait func(), err error) {
+// starts. Closing stop reaps once more; the returned function waits for
+// that.
+func BecomeSubreaper(_ *log.Logger, stop <-chan struct{}) (wait func(), err error) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return func() {}, err
 	}
 	reaper.mu.Lock()
 	reaper.active = true
+	startReaper()
 	reaper.mu.Unlock()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGCHLD)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		defer signal.Stop(sigs)
-		for {
-			select {
-			case <-stop:
-				reapOrphans(logger)
-				return
-			case <-sigs:
-				reapOrphans(logger)
-			}
-		}
+		<-stop
+		reap()
 	}()
 	return func() { <-done }, nil
 }
 
-// reapOrphans collects the zombie children that os/exec is not waiting
-// for. It asks only about the helper's own children (wait4 with WNOHANG
-// on a live child is a no-op), and scans all of /proc only where the
-// kernel cannot list children.
-func reapOrphans(logger *log.Logger) {
+// reap collects every exited child and attributes new adoptees to the
+// trees of what it collected.
+func reap() {
 	reaper.mu.Lock()
 	defer reaper.mu.Unlock()
-	kids, ok := ownChildren()
-	if !ok {
-		self := os.Getpid()
-		for _, p := range Table() {
-			if p.PPid == self && p.State == 'Z' {
-				kids = append(kids, p.Pid)
+	var sources []*Tree
+	if !reaper.active {
+		// Without adoption only the children started here exist, and
+		// another part of this process (a test) may have children of its
+		// own: ask by pid.
+		for pid, c := range reaper.children {
+			var ws unix.WaitStatus
+			if n, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); n == pid && err == nil {
+				finish(pid, c, ws)
 			}
 		}
+		return
 	}
-	for _, pid := range kids {
-		if reaper.started[pid] {
+	// An orphan is re-parented in the same step that makes its parent a
+	// zombie, so once a listing is followed by a collection that finds
+	// nothing, every adoptee in the listing comes from a process collected
+	// in this round.
+	reaped := reapAll(&sources)
+	for {
+		kids, ok := ownChildren()
+		if n := reapAll(&sources); n > 0 {
+			reaped += n
 			continue
 		}
+		if ok && reaped > 0 {
+			attribute(kids, sources)
+		}
+		return
+	}
+}
+
+// reapAll collects every zombie child; each one's trees join sources.
+func reapAll(sources *[]*Tree) int {
+	n := 0
+	for {
 		var ws unix.WaitStatus
-		if _, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); err != nil && err != unix.ECHILD {
-			logger.Printf("process: reaping adopted orphan %d: %v", pid, err)
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || pid <= 0 {
+			return n
+		}
+		if !ws.Exited() && !ws.Signaled() {
+			continue // stopped or continued: still there
+		}
+		n++
+		if c := reaper.children[pid]; c != nil {
+			if c.tree != nil {
+				*sources = appendTree(*sources, c.tree)
+			}
+			finish(pid, c, ws)
+		} else if a := reaper.adopted[pid]; a != nil {
+			for _, t := range a.trees {
+				*sources = appendTree(*sources, t)
+			}
+			delete(reaper.adopted, pid)
+		}
+	}
+}
+
+func finish(pid int, c *child, ws unix.WaitStatus) {
+	delete(reaper.children, pid)
+	c.status = ws
+	_ = c.proc.Release() // its pidfd; the pid is already reaped
+	close(c.done)
+}
+
+func appendTree(ts []*Tree, t *Tree) []*Tree {
+	if slices.Contains(ts, t) {
+		return ts
+	}
+	return append(ts, t)
+}
+
+// attribute records the helper's new adopted children in the trees of
+// what was reaped with them. One whose tree is known already (found by a
+// scan, or a member of the group) keeps its trees.
+func attribute(kids []int, sources []*Tree) {
+	for _, pid := range kids {
+		if reaper.children[pid] != nil || reaper.adopted[pid] != nil {
+			continue
+		}
+		p, ok := Stat(pid)
+		if !ok || !p.Alive() {
+			continue
+		}
+		a := &adoptee{start: p.Start}
+		for _, t := range sources {
+			if t.claims(p) {
+				a.trees = append(a.trees, t)
+			}
+		}
+		if len(a.trees) == 0 {
+			a.trees = sources
+		}
+		if len(a.trees) == 0 {
+			// Not from a process reaped now: its parent was a descendant
+			// of an orphan adopted earlier, whose tree it shares.
+			for _, o := range reaper.adopted {
+				for _, t := range o.trees {
+					a.trees = appendTree(a.trees, t)
+				}
+			}
+		}
+		for _, t := range a.trees {
+			t.record(p)
+		}
+		reaper.adopted[pid] = a
+		if len(a.trees) == 0 {
+			logf("process: adopted orphan %d (%s) could not be attributed to an execution", pid, comm(pid))
 		}
 	}
 }
@@ -122,7 +268,7 @@ func noneLeft(pgid int) bool {
 		return false
 	}
 	for _, pid := range kids {
-		if reaper.started[pid] {
+		if reaper.children[pid] != nil {
 			continue
 		}
 		if p, ok := Stat(pid); ok && p.Alive() {

@@ -67,6 +67,7 @@ func serve(args []string) int {
 	if err != nil {
 		logger.Printf("cannot become a child subreaper (escaped descendants are still traced by tag): %v", err)
 	}
+	process.UseShim()
 	defer func() {
 		close(stop)
 		waitReaper()

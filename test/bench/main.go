@@ -24,6 +24,11 @@
 //   - spool.Dir.Retire of a 64 MiB log against `gzip -1` (median of 3);
 //   - reading the last 4 KiB of the retired 64 MiB log with spool.View and
 //     through spool/read (p50 and p90 of 50).
+//
+// The scale benchmark (scale.go) keeps 500 `sleep 1000` executions live
+// and reports the helper's OS threads and RSS, exec/list and exec/observe
+// p50/p99 (against the same at 1 live), and exec/stopAll of all of them
+// (against bash killing 500 sleeps and waiting).
 package main
 
 import (
@@ -56,7 +61,9 @@ BENCH is one of:
           tail reads of a retired log
   remote  exec/start on an SSH host (pooled) against ssh and a ControlMaster,
           remote output into the spool (remote.go)
-  all     every benchmark: spool, then logs, then remote
+  scale   500 live executions: OS threads, RSS, exec/list and exec/observe
+          latency, exec/stopAll (scale.go)
+  all     every benchmark: spool, then logs, then remote, then scale
 `
 
 const (
@@ -82,7 +89,7 @@ const (
 )
 
 func main() {
-	if len(os.Args) != 2 || !slices.Contains([]string{"spool", "logs", "remote", "all"}, os.Args[1]) {
+	if len(os.Args) != 2 || !slices.Contains([]string{"spool", "logs", "remote", "scale", "all"}, os.Args[1]) {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
@@ -140,6 +147,9 @@ func run(ctx context.Context, which string) error {
 	}
 	if which == "remote" || which == "all" {
 		steps = append(steps, b.remote)
+	}
+	if which == "scale" || which == "all" {
+		steps = append(steps, b.scale)
 	}
 	var rows []row
 	for _, step := range steps {

@@ -1,0 +1,70 @@
+package process
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// A command's first process (its shell) is made a child subreaper before
+// it runs: the helper starts its own executable in shim mode, which sets
+// PR_SET_CHILD_SUBREAPER (kept across execve) and replaces itself with the
+// command, keeping its pid. Then a process of the command whose parent dies
+// is re-parented to the shell, not to the helper: while the shell lives
+// every process of the command descends from it by parent links, whatever
+// it did to its group, session or environment. Only when the shell itself
+// ends do the rest pass to the helper, which the reaper sees (reaper.go).
+//
+// A program run directly (argv) becomes the subreaper in the same way; one
+// that never waits for children it did not start keeps their zombies until
+// it exits, which costs a process table entry, nothing more.
+
+// shimArg marks a start in shim mode: os.Args[1], followed by the path of
+// the program and its argv.
+const shimArg = "mevedel-exec:subreaper-exec"
+
+// shimExe is the helper's executable when shim mode is on, else "".
+var shimExe atomic.Value
+
+// UseShim starts every later child through the running executable in
+// shim mode (which this package's init handles, so any program that links
+// it can be the shim).
+func UseShim() { shimExe.Store("/proc/self/exe") }
+
+// In shim mode the work is done before the rest of the program initialises
+// (a command's start pays for the runtime and this package's imports only).
+func init() { runShim() }
+
+// runShim makes this process a child subreaper and replaces it with the
+// program named in its arguments, when it was started in shim mode; it
+// returns otherwise.
+func runShim() {
+	if len(os.Args) < 4 || os.Args[1] != shimArg {
+		return
+	}
+	// Without it the command still runs; its orphans go to the helper.
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	err := syscall.Exec(os.Args[2], os.Args[3:], os.Environ())
+	fmt.Fprintf(os.Stderr, "mevedel-exec: %s: %v\n", os.Args[2], err)
+	os.Exit(127)
+}
+
+// throughShim returns cmd started through the shim when shim mode is on
+// and the program can be executed (a program that cannot fails in
+// cmd.Start, as it would without the shim).
+func throughShim(cmd *exec.Cmd) *exec.Cmd {
+	exe, _ := shimExe.Load().(string)
+	if exe == "" || cmd.Err != nil || len(cmd.Args) == 0 {
+		return cmd
+	}
+	if fi, err := os.Stat(cmd.Path); err != nil || !fi.Mode().IsRegular() || unix.Access(cmd.Path, unix.X_OK) != nil {
+		return cmd
+	}
+	cmd.Args = append([]string{"mevedel-exec", shimArg, cmd.Path}, cmd.Args...)
+	cmd.Path = exe
+	return cmd
+}
