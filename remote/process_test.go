@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -68,12 +67,12 @@ func TestEnvAndDirApplied(t *testing.T) {
 		t.Fatalf("output\n%q, want\n%q", got, want)
 	}
 
-	// "~" is the remote home; a nil Env keeps sshd's environment.
-	u, _ := user.Current()
+	// "~" is the remote home (the fixture's private one); a nil Env keeps
+	// sshd's environment.
 	proc, out = start(t, p, process.Spec{Command: `printf '%s|%s' "$PWD" "$HOME"`, Dir: "~"})
 	wait(t, proc)
-	if got := out.all(t); got != u.HomeDir+"|"+u.HomeDir {
-		t.Fatalf("home: %q", got)
+	if home := s.HostHome; out.all(t) != home+"|"+home {
+		t.Fatalf("home: %q", out.all(t))
 	}
 }
 
