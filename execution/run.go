@@ -83,6 +83,12 @@ func (e *Execution) run() {
 	if e.spec.TTY {
 		aux.Go(func() { e.writeInput(proc, quiet) })
 	}
+	if e.watch != nil {
+		aux.Go(func() { e.watchInput(proc, quiet) })
+	}
+	if e.ready != nil && e.ready.port > 0 {
+		aux.Go(func() { e.watchReadyPort(proc, quiet) })
+	}
 	if e.toolUseID != "" {
 		aux.Go(func() { e.progress(quiet) })
 	}
@@ -187,6 +193,9 @@ func (e *Execution) copyOutput(r io.Reader) {
 			if e.monitor != nil {
 				e.monitor.feed(buf[:n])
 			}
+			if e.ready != nil {
+				e.ready.feed(e, buf[:n])
+			}
 			e.changed()
 			// A panel shows output sizes from exec/changed; once a second
 			// is enough for that.
@@ -283,6 +292,7 @@ func (e *Execution) settle(exit *process.Exit, cause *stopCause) {
 		if f.StartedAt == nil {
 			f.WallMs = 0
 		}
+		e.settleWaitLocked(st)
 		e.move(st, Settled)
 		final = e.snapshot(st)
 		// A yielded result nobody claims goes to the owner's mailbox; a
