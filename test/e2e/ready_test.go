@@ -1,0 +1,131 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/process"
+)
+
+// freePort returns a TCP port nothing listens on right now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func listensOn(f execution.Facts, port int) bool {
+	return slices.ContainsFunc(f.Listening, func(l process.Listener) bool { return l.Port == port && l.Pid > 0 })
+}
+
+// fetch gets http://addr/ and returns the body.
+func fetch(t *testing.T, addr string) string {
+	t.Helper()
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatalf("GET %s: %v", addr, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", addr, resp.Status)
+	}
+	return string(b)
+}
+
+func TestReadyPortYieldsWhenTheServerListens(t *testing.T) {
+	h := startHelper(t)
+	s := h.open(nil)
+	dir := t.TempDir()
+	port := freePort(t)
+	t0 := time.Now()
+	// The server takes a moment before it listens: the yield waits for it.
+	o := s.mustStart(fmt.Sprintf("sleep 1; exec python3 -m http.server %d --bind 127.0.0.1 --directory %s", port, dir),
+		map[string]any{"readyPort": port, "yieldMs": 60000})
+	took := time.Since(t0)
+	if o.Final || !o.Facts.Ready || o.Facts.ReadyPort != port || !listensOn(o.Facts, port) {
+		t.Fatalf("start %+v", o.Facts)
+	}
+	if took < time.Second || took > 20*time.Second {
+		t.Fatalf("ready yield after %v", took)
+	}
+	fetch(t, fmt.Sprintf("127.0.0.1:%d", port))
+	// Live facts keep showing the port.
+	var list struct{ Executions []execution.Facts }
+	h.mustCall("exec/list", map[string]any{"sessionId": s.id}, &list)
+	if len(list.Executions) != 1 || !listensOn(list.Executions[0], port) {
+		t.Fatalf("list %+v", list.Executions)
+	}
+
+	// The same with only yieldMs waits its whole yield.
+	other := freePort(t)
+	t1 := time.Now()
+	y := s.mustStart(fmt.Sprintf("exec python3 -m http.server %d --bind 127.0.0.1 --directory %s", other, dir), map[string]any{"yieldMs": 2500})
+	if waited := time.Since(t1); waited < 2500*time.Millisecond || y.Final || y.Facts.Ready {
+		t.Fatalf("without readyPort: after %v %+v", waited, y.Facts)
+	}
+	var n struct{ Stopped int }
+	h.mustCall("exec/stopAll", map[string]any{"sessionId": s.id}, &n)
+	if n.Stopped != 2 {
+		t.Fatalf("stopped %d", n.Stopped)
+	}
+}
+
+func TestReadyPatternYieldsOnTheLine(t *testing.T) {
+	h := startHelper(t)
+	s := h.open(nil)
+	for _, tty := range []bool{false, true} {
+		t0 := time.Now()
+		o := s.mustStart(`echo starting; sleep 2; printf '\033[32mserver ready on 4242\033[0m\n'; sleep 100`,
+			map[string]any{"readyPattern": `ready on \d+$`, "yieldMs": 60000, "tty": tty})
+		took := time.Since(t0)
+		if o.Final || !o.Facts.Ready || o.Facts.ReadyLine != "server ready on 4242" {
+			t.Fatalf("tty %v: start %+v", tty, o.Facts)
+		}
+		if took < 2*time.Second || took > 20*time.Second {
+			t.Fatalf("tty %v: ready yield after %v", tty, took)
+		}
+		if !strings.Contains(o.Output, "ready on 4242") {
+			t.Fatalf("tty %v: output %q", tty, o.Output)
+		}
+		s.mustCall(t, "exec/stop", o.Facts.ExecutionID)
+	}
+}
+
+func TestExitBeforeReadyIsTheFinalResult(t *testing.T) {
+	h := startHelper(t)
+	s := h.open(nil)
+	o := s.mustStart(`echo not today; exit 3`, map[string]any{"readyPort": freePort(t), "readyPattern": "never", "yieldMs": 60000})
+	if !o.Final || o.Facts.ExitCode == nil || *o.Facts.ExitCode != 3 || o.Facts.Ready || !strings.Contains(o.Output, "not today") {
+		t.Fatalf("final %+v %q", o.Facts, o.Output)
+	}
+}
+
+func TestReadyBadParams(t *testing.T) {
+	h := startHelper(t)
+	s := h.open(nil)
+	for _, p := range []map[string]any{
+		{"readyPattern": "("},
+		{"readyPort": 70000},
+		{"readyPort": -1},
+	} {
+		p["sessionId"], p["command"] = s.id, "true"
+		h.wantError("exec/start", p, -32602, "invalid-params")
+	}
+	// The connection survives.
+	if o := s.mustStart("true", nil); !o.Final {
+		t.Fatalf("%+v", o)
+	}
+}
