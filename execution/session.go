@@ -57,6 +57,8 @@ type Session struct {
 	att  attention // wake marks
 
 	remoteDir string // set once at open; see artifactDir
+
+	ports portForwards // exec/forward listeners (portforward.go)
 }
 
 // Discarded returns how many pending deliveries the close dropped.

@@ -488,6 +488,8 @@ func init() {
 		MethodOwnerRetire:   (*Server).ownerRetire,
 		MethodOwnerAttend:   (*Server).ownerAttend,
 		MethodMailboxAck:    (*Server).mailboxAck,
+		MethodExecForward:   (*Server).execForward,
+		MethodExecUnforward: (*Server).execUnforward,
 
 		MethodTranscriptRecords:         (*Server).transcriptRecords,
 		MethodTranscriptCheckpoint:      (*Server).transcriptCheckpoint,

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -128,4 +130,59 @@ func TestReadyBadParams(t *testing.T) {
 	if o := s.mustStart("true", nil); !o.Final {
 		t.Fatalf("%+v", o)
 	}
+}
+
+// A remote server started with readyPort yields when it listens on the
+// host; exec/forward makes it reachable here until unforward or its end.
+func TestRemoteReadyPortAndForward(t *testing.T) {
+	h, srv := remoteHelper(t)
+	s, _ := openRemote(h)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "marker-7c1e.txt"), []byte("hi"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	o := s.mustStart(fmt.Sprintf("sleep 1; exec /usr/bin/python3 -m http.server %d --bind 127.0.0.1", port),
+		map[string]any{"readyPort": port, "yieldMs": 60000, "cwd": tramp(srv, dir)})
+	if o.Final || !o.Facts.Ready || o.Facts.ReadyPort != port || !listensOn(o.Facts, port) {
+		t.Fatalf("start %+v", o.Facts)
+	}
+	id := o.Facts.ExecutionID
+	forward := func() string {
+		t.Helper()
+		var r struct{ LocalAddress string }
+		h.mustCall("exec/forward", map[string]any{"sessionId": s.id, "executionId": id, "port": port}, &r)
+		if !strings.HasPrefix(r.LocalAddress, "127.0.0.1:") || r.LocalAddress == fmt.Sprintf("127.0.0.1:%d", port) {
+			t.Fatalf("localAddress %q", r.LocalAddress)
+		}
+		return r.LocalAddress
+	}
+	addr := forward()
+	if body := fetch(t, addr); !strings.Contains(body, "marker-7c1e.txt") {
+		t.Fatalf("through the forward: %q", body)
+	}
+	h.mustCall("exec/unforward", map[string]any{"sessionId": s.id, "executionId": id, "port": port}, nil)
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Fatalf("%s still accepts after unforward", addr)
+	}
+	h.wantError("exec/unforward", map[string]any{"sessionId": s.id, "executionId": id, "port": port}, -32001, "not-found")
+
+	// Forwarded again, it closes when the execution settles.
+	addr = forward()
+	fetch(t, addr)
+	s.mustCall(t, "exec/stop", id)
+	for deadline := time.Now().Add(waitBound); ; {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still accepts after the execution ended", addr)
+		}
+		time.Sleep(20 * time.Millisecond) // a poll bounded by the deadline
+	}
+	h.wantError("exec/forward", map[string]any{"sessionId": s.id, "executionId": id, "port": port}, -32003, "refused")
+	h.wantError("exec/forward", map[string]any{"sessionId": s.id, "executionId": id, "port": 0}, -32602, "invalid-params")
 }
