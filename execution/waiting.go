@@ -14,12 +14,14 @@ import (
 // its terminal's foreground group is blocked reading the terminal and no
 // output came for waitingAfterMs. The check is driven by quiet periods:
 // the first one waitingAfterMs after the last output or input, then
-// spaced out to waitingRecheckMax while nothing happens, so a command
-// that prints never costs a look at /proc and a silent one a look every
-// couple of seconds. Output or input ends the wait at once.
+// spaced out (doubling) to waitingRecheckMax while nothing happens, so a
+// command that prints never costs a look at /proc and a silent one a look
+// every few seconds: a prompt that follows output is seen waitingAfterMs
+// after it, one after a long silence within waitingRecheckMax. Output or
+// input ends the wait at once.
 
 const (
-	waitingRecheckMax = 2 * time.Second // longest quiet time between two looks
+	waitingRecheckMax = 8 * time.Second // longest quiet time between two looks
 	promptChars       = 200             // a prompt fact keeps at most this many characters
 	waitingProbeLimit = 5 * time.Second // bound of one remote look
 )

@@ -22,10 +22,11 @@ var devTTY = unix.Mkdev(5, 0)
 
 // termStat is what /proc/PID/stat says of a process's terminal.
 type termStat struct {
-	state byte
-	pgrp  int
-	ttyNr uint64 // the controlling terminal, kernel encoding; 0 for none
-	tpgid int    // the terminal's foreground group; -1 for none
+	state   byte
+	pgrp    int
+	ttyNr   uint64 // the controlling terminal, kernel encoding; 0 for none
+	tpgid   int    // the terminal's foreground group; -1 for none
+	threads int
 }
 
 func readTermStat(pid int, buf []byte) (termStat, bool) {
@@ -37,9 +38,10 @@ func readTermStat(pid int, buf []byte) (termStat, bool) {
 	if i < 0 || i+2 >= len(b) {
 		return termStat{}, false
 	}
-	// state ppid pgrp session tty_nr tpgid
+	// state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
+	// cmajflt utime stime cutime cstime priority nice num_threads
 	f := bytes.Fields(b[i+2:])
-	if len(f) < 6 || len(f[0]) == 0 {
+	if len(f) < 18 || len(f[0]) == 0 {
 		return termStat{}, false
 	}
 	var t termStat
@@ -48,6 +50,7 @@ func readTermStat(pid int, buf []byte) (termStat, bool) {
 	tty, _ := strconv.ParseInt(string(f[4]), 10, 64)
 	t.ttyNr = uint64(uint32(tty))
 	t.tpgid, _ = strconv.Atoi(string(f[5]))
+	t.threads, _ = strconv.Atoi(string(f[17]))
 	return t, true
 }
 
@@ -148,6 +151,10 @@ const (
 // for terminal input: the terminal's foreground group has at least one
 // process reading the terminal, and every other one waits for a child.
 // A command without a controlling terminal never waits.
+//
+// The tree is walked from the leader down and the walk stops at the first
+// busy process, so the common answer (a command at work: the leader, or
+// its first child, is not reading) costs a few small reads.
 func WaitingForInput(leader int) bool {
 	buf := make([]byte, 1024)
 	ls, ok := readTermStat(leader, buf)
@@ -156,24 +163,49 @@ func WaitingForInput(leader int) bool {
 	}
 	tty := ttyDev(ls.ttyNr)
 	read := false
-	for _, pid := range Tree(leader) {
+	seen := map[int]bool{}
+	queue := []int{leader}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		if seen[pid] {
+			continue
+		}
+		seen[pid] = true
 		st, ok := readTermStat(pid, buf)
-		if !ok || st.pgrp != ls.tpgid {
+		if !ok {
 			continue
 		}
-		switch st.state {
-		case 'Z', 'X', 'x':
-			continue
-		case 'S':
-		default:
-			return false // running, in disk sleep, stopped
+		if st.pgrp == ls.tpgid {
+			switch st.state {
+			case 'Z', 'X', 'x':
+			case 'S':
+				switch blockedIn(pid, tty, buf) {
+				case busy:
+					return false
+				case reading:
+					read = true
+				}
+			default:
+				return false // running, in disk sleep, stopped
+			}
 		}
-		switch blockedIn(pid, tty, buf) {
-		case busy:
-			return false
-		case reading:
-			read = true
+		if st.threads == 1 {
+			// One thread: its own children file lists every child.
+			if b, ok := readProcFile("/proc/"+strconv.Itoa(pid)+"/task/"+strconv.Itoa(pid)+"/children", buf); ok {
+				for _, f := range bytes.Fields(b) {
+					if c, err := strconv.Atoi(string(f)); err == nil {
+						queue = append(queue, c)
+					}
+				}
+				continue
+			}
 		}
+		kids, ok := childrenOf(pid, buf)
+		if !ok {
+			kids = treeByTable(pid)[1:]
+		}
+		queue = append(queue, kids...)
 	}
 	return read
 }
