@@ -186,3 +186,30 @@ func TestRemoteReadyPortAndForward(t *testing.T) {
 	h.wantError("exec/forward", map[string]any{"sessionId": s.id, "executionId": id, "port": port}, -32003, "refused")
 	h.wantError("exec/forward", map[string]any{"sessionId": s.id, "executionId": id, "port": 0}, -32602, "invalid-params")
 }
+
+// While a readyPort watch runs (here after the start yielded), a change
+// of the listening set is announced before the port itself is listened on,
+// and the port then makes the execution ready.
+func TestListeningChangesAreAnnouncedWhileWaitingForThePort(t *testing.T) {
+	h := startHelper(t)
+	s := h.open(nil)
+	first, ready := freePort(t), freePort(t)
+	gate := fifo(t, "second")
+	o := s.mustStart(fmt.Sprintf(`exec python3 -c '
+import socket
+a=socket.socket(); a.bind(("127.0.0.1", %d)); a.listen()
+open(%q).read()
+b=socket.socket(); b.bind(("127.0.0.1", %d)); b.listen()
+import time; time.sleep(100)'`, first, gate, ready), map[string]any{"readyPort": ready, "yieldMs": 0})
+	id := o.Facts.ExecutionID
+	if o.Final || o.Facts.Ready {
+		t.Fatalf("start %+v", o.Facts)
+	}
+	h.waitLive(func(f execution.Facts) bool { return f.ExecutionID == id && listensOn(f, first) && !f.Ready })
+	release(t, gate)
+	f := h.waitLive(func(f execution.Facts) bool { return f.ExecutionID == id && f.Ready })
+	if f.ReadyPort != ready || !listensOn(f, ready) || !listensOn(f, first) {
+		t.Fatalf("ready facts %+v", f)
+	}
+	s.mustCall(t, "exec/stop", id)
+}
