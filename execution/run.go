@@ -257,6 +257,7 @@ func (e *Execution) settle(exit *process.Exit, cause *stopCause) {
 	removeScratch(e.scratch)
 	var final Facts
 	var owed bool
+	var wait endedWait
 	e.update(func(st *execState) {
 		f := &st.facts
 		sp := e.sp.Stats()
@@ -292,7 +293,7 @@ func (e *Execution) settle(exit *process.Exit, cause *stopCause) {
 		if f.StartedAt == nil {
 			f.WallMs = 0
 		}
-		e.settleWaitLocked(st)
+		wait = e.settleWaitLocked(st)
 		e.move(st, Settled)
 		final = e.snapshot(st)
 		// A yielded result nobody claims goes to the owner's mailbox; a
@@ -313,6 +314,7 @@ func (e *Execution) settle(exit *process.Exit, cause *stopCause) {
 		}
 	})
 	e.s.sched.release(e.ticket)
+	e.retractRequest(wait)
 	if final.StartedAt == nil {
 		close(e.started)
 	}

@@ -99,10 +99,22 @@ func (e *Execution) endWaitLocked(st *execState) endedWait {
 }
 
 // settleWaitLocked clears what only a live execution has: a wait for
-// input, and listening ports.
-func (e *Execution) settleWaitLocked(st *execState) {
-	e.endWaitLocked(st)
+// input, and listening ports. What it returns goes to retractRequest.
+func (e *Execution) settleWaitLocked(st *execState) endedWait {
 	st.facts.Listening = nil
+	return e.endWaitLocked(st)
+}
+
+// retractRequest takes back the delivery of a wait that ended:
+// answered, overtaken, or nobody can answer it any more.
+func (e *Execution) retractRequest(ended endedWait) {
+	switch {
+	case ended.delivery == "":
+	case ended.delivered:
+		e.s.Attend(e.owner, []string{ended.delivery})
+	default:
+		e.s.mail.withdraw(ended.delivery)
+	}
 }
 
 // afterActivity kicks the watcher and, when a wait ended, announces it
@@ -117,13 +129,7 @@ func (e *Execution) afterActivity(ended endedWait) {
 		return
 	}
 	e.s.changed()
-	switch {
-	case ended.delivery == "":
-	case ended.delivered:
-		e.s.Attend(e.owner, []string{ended.delivery})
-	default:
-		e.s.mail.withdraw(ended.delivery)
-	}
+	e.retractRequest(ended)
 }
 
 // inputArrived records input written to the terminal.
