@@ -204,7 +204,7 @@ order of the helper's messages, and may make synchronous calls.")
     (session/acknowledgeUnknown :session-id)
     (exec/start :session-id :owner :command :argv :stdin :cwd :yield-ms
                 :timeout-ms :tty :lane :read-only :scratch :kind :env :label
-                :tool-use-id :max-output-chars)
+                :tool-use-id :max-output-chars :ready-pattern :ready-port)
     (exec/observe :session-id :owner :as :execution-id :chars :wait-ms
                   :max-output-chars)
     (exec/stop :session-id :owner :as :execution-id)
@@ -1173,7 +1173,8 @@ helper answers once the command has ended."
                                                  (read-only-p nil read-only-given)
                                                  tool-args tool-use-id tty
                                                  (yield-time-ms 10000)
-                                                 label env max-output-chars)
+                                                 label env max-output-chars
+                                                 ready-pattern ready-port)
   "Run COMMAND with bash in SESSION; CALLBACK receives the first Observation.
 OWNER defaults to `mevedel-execution-root-owner'.  WORKDIR is the
 working directory \(default `default-directory').  The command runs
@@ -1189,6 +1190,13 @@ or `exclusive' the exclusive one (readOnly false); when not given
 the helper decides from the command.  ENV is an alist of extra
 variables.  MAX-OUTPUT-CHARS bounds the output shown (2000 by
 default).
+
+READY-PATTERN (an RE2 regexp, matched against each output line) and
+READY-PORT (a TCP port) make the first Observation come as soon as
+the command is ready to use, before YIELD-TIME-MS: a line matches,
+or the command's processes listen on the port.  Its facts then say
+`:ready' t with `:ready-line' or `:ready-port'.  A command that ends
+first gives its final Observation as usual.
 
 DATA-BUFFER, when a live buffer, is where CALLBACK runs (otherwise
 the buffer current at the call).  These are accepted for the
@@ -1207,6 +1215,10 @@ yielded command's end comes through
     (signal 'wrong-type-argument (list 'stringp command)))
   (unless (or (null yield-time-ms) (natnump yield-time-ms))
     (signal 'wrong-type-argument (list 'natnump yield-time-ms)))
+  (unless (or (null ready-pattern) (stringp ready-pattern))
+    (signal 'wrong-type-argument (list 'stringp ready-pattern)))
+  (unless (or (null ready-port) (and (natnump ready-port) (<= 1 ready-port 65535)))
+    (signal 'args-out-of-range (list ready-port 1 65535)))
   (with-current-buffer (if (buffer-live-p data-buffer) data-buffer (current-buffer))
     (mevedel-execution--observation-request
      session owner nil 'exec/start
@@ -1222,7 +1234,9 @@ yielded command's end comes through
            :env (mevedel-execution--env-plist env)
            :label label
            :tool-use-id tool-use-id
-           :max-output-chars max-output-chars)
+           :max-output-chars max-output-chars
+           :ready-pattern ready-pattern
+           :ready-port ready-port)
      callback
      (mevedel-execution--wait-timeout yield-time-ms))))
 

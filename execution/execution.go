@@ -38,6 +38,8 @@ type Execution struct {
 	monitor   *Monitor
 	remote    *remoteExec   // immutable; set for a command on an SSH host
 	inputs    chan inputReq // immutable; queued terminal input
+	watch     *inputWatch   // immutable; tty executions: waiting-for-input detection
+	ready     *readiness    // immutable; set when the start named readyPattern or readyPort
 	ctx       context.Context
 	cancel    context.CancelCauseFunc // the cause becomes the termination
 	started   chan struct{}           // closed once, when running or settled without running
@@ -56,8 +58,10 @@ type Execution struct {
 // ID returns the execution id.
 func (e *Execution) ID() string { return e.id }
 
-// Facts returns a snapshot of the execution's facts.
+// Facts returns a snapshot of the execution's facts, with the ports it
+// listens on read now (or a moment ago).
 func (e *Execution) Facts() Facts {
+	e.refreshListening()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.snapshot(&e.st)
@@ -98,7 +102,13 @@ func (e *Execution) admittedNotStarted() bool {
 	}
 }
 
-// changed bumps the version after output arrived.
+// changed bumps the version after output arrived; output ends a wait for
+// input.
 func (e *Execution) changed() {
-	e.update(func(st *execState) { st.facts.Version++ })
+	var ended endedWait
+	e.update(func(st *execState) {
+		st.facts.Version++
+		ended = e.activityLocked(st)
+	})
+	e.afterActivity(ended)
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
+	"github.com/mevedel/mevedel-exec/process"
 )
 
 // State is where an execution is in its life.
@@ -169,7 +170,21 @@ type Facts struct {
 	// PublishedPath is where a remote execution's output is published on
 	// its target (target-native path).
 	PublishedPath string `json:"publishedPath,omitempty"`
-	Version       uint64 `json:"version"`
+	// WaitingForInput: every process of the terminal's foreground group
+	// is blocked reading it and no output came for waitingAfterMs (tty
+	// executions only); Prompt is the last partial line then.
+	WaitingForInput bool   `json:"waitingForInput,omitempty"`
+	WaitingSince    *Time  `json:"waitingSince,omitempty"`
+	Prompt          string `json:"prompt,omitempty"`
+	// Ready: the start's readyPattern matched ReadyLine, or its process
+	// tree listens on ReadyPort.
+	Ready     bool   `json:"ready,omitempty"`
+	ReadyLine string `json:"readyLine,omitempty"`
+	ReadyPort int    `json:"readyPort,omitempty"`
+	// Listening are the TCP ports a live execution's process tree
+	// listens on, as of when the facts were taken.
+	Listening []process.Listener `json:"listening,omitempty"`
+	Version   uint64             `json:"version"`
 }
 
 // Observation is one answer about an execution: unread output and facts.

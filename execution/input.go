@@ -61,6 +61,9 @@ func (e *Execution) writeInput(proc process.Process, quiet <-chan struct{}) {
 		select {
 		case req := <-e.inputs:
 			_, err := proc.Write(req.data)
+			if err == nil {
+				e.inputArrived()
+			}
 			switch {
 			case errors.Is(err, os.ErrClosed):
 				err = fault.New(fault.Refused, "execution %s ended before it read the input", e.id)

@@ -14,6 +14,8 @@ const (
 	KindExecution       DeliveryKind = "EXECUTION"
 	KindMonitor         DeliveryKind = "MONITOR"
 	KindMonitorTerminal DeliveryKind = "MONITOR_TERMINAL"
+	// KindInputRequested: a tty execution waits for input (one per wait).
+	KindInputRequested DeliveryKind = "INPUT_REQUESTED"
 )
 
 // DeliveryAttrs are the structured attributes of a delivery. A view builds
@@ -30,6 +32,7 @@ type DeliveryAttrs struct {
 	Events      *int64      `json:"events,omitempty"` // monitors: events so far, 0 included
 	Suppressed  int64       `json:"suppressed,omitempty"`
 	Reason      string      `json:"reason,omitempty"`
+	Prompt      string      `json:"prompt,omitempty"` // INPUT_REQUESTED: the last partial line
 }
 
 // Delivery is one mailbox/deliver notification. It is frozen when made:

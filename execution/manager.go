@@ -34,6 +34,7 @@ type Limits struct {
 	RetainMs         int64 `json:"retainMs,omitempty"`         // if zero, 60000: how long a settled execution stays observable
 	AckTimeoutMs     int64 `json:"ackTimeoutMs,omitempty"`     // if zero, 10000: a delivery without ack is sent again
 	RetryMs          int64 `json:"retryMs,omitempty"`          // if zero, 1000: first wait before a resend, doubling to 30 s
+	WaitingAfterMs   int64 `json:"waitingAfterMs,omitempty"`   // if zero, 500: output quiet before a tty command may be waiting for input
 }
 
 func (l Limits) withDefaults() Limits {
@@ -51,6 +52,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.RetainMs <= 0 {
 		l.RetainMs = 60000
+	}
+	if l.WaitingAfterMs <= 0 {
+		l.WaitingAfterMs = 500
 	}
 	return l
 }

@@ -51,6 +51,10 @@ func (e *Execution) awaitStart(ctx context.Context, yield *time.Duration, maxCha
 	}
 	cancelled := ctx.Done()
 	var starting <-chan struct{} // set while an admitted command is spawning
+	ready := e.readyReached()    // nil unless the start named a ready condition
+	if !e.kind.Yields() {
+		ready = nil
+	}
 	aborted := false
 	for {
 		select {
@@ -72,6 +76,13 @@ func (e *Execution) awaitStart(ctx context.Context, yield *time.Duration, maxCha
 			}
 		case <-starting:
 			starting = nil
+			if !aborted && e.yield() {
+				return e.observation(maxChars, false, true)
+			}
+		case <-ready:
+			// Ready before the deadline: the command is usable now. One
+			// that exits instead gives its final result through done.
+			ready = nil
 			if !aborted && e.yield() {
 				return e.observation(maxChars, false, true)
 			}
@@ -142,6 +153,8 @@ func (e *Execution) observe(ctx context.Context, wait time.Duration, maxChars in
 		case <-e.done:
 		case <-t.C:
 		case <-ctx.Done():
+		case <-e.waitingStarts():
+			// A person is needed now; waiting longer helps nobody.
 		}
 	}
 	if errors.Is(context.Cause(ctx), ErrCallerGone) {

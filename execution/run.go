@@ -85,6 +85,12 @@ func (e *Execution) run() {
 	if e.spec.TTY {
 		aux.Go(func() { e.writeInput(proc, quiet) })
 	}
+	if e.watch != nil {
+		aux.Go(func() { e.watchInput(proc, quiet) })
+	}
+	if e.ready != nil && e.ready.port > 0 {
+		aux.Go(func() { e.watchReadyPort(proc, quiet) })
+	}
 	if e.toolUseID != "" {
 		aux.Go(func() { e.progress(quiet) })
 	}
@@ -191,6 +197,9 @@ func (e *Execution) copyOutput(r io.Reader) {
 			if e.monitor != nil {
 				e.monitor.feed(buf[:n])
 			}
+			if e.ready != nil {
+				e.ready.feed(e, buf[:n])
+			}
 			e.changed()
 			// A panel shows output sizes from exec/changed; once a second
 			// is enough for that.
@@ -255,6 +264,7 @@ func (e *Execution) settle(exit *process.Exit, cause *stopCause) {
 	removeScratch(e.scratch)
 	var final Facts
 	var owed bool
+	var wait endedWait
 	e.update(func(st *execState) {
 		f := &st.facts
 		sp := e.sp.Stats()
@@ -290,6 +300,7 @@ func (e *Execution) settle(exit *process.Exit, cause *stopCause) {
 		if f.StartedAt == nil {
 			f.WallMs = 0
 		}
+		wait = e.settleWaitLocked(st)
 		e.move(st, Settled)
 		final = e.snapshot(st)
 		// A yielded result nobody claims goes to the owner's mailbox; a
@@ -310,6 +321,7 @@ func (e *Execution) settle(exit *process.Exit, cause *stopCause) {
 		}
 	})
 	e.s.sched.release(e.ticket)
+	e.retractRequest(wait)
 	if final.StartedAt == nil {
 		close(e.started)
 	}

@@ -57,6 +57,8 @@ type Session struct {
 	att  attention // wake marks
 
 	remoteDir string // set once at open; see artifactDir
+
+	ports portForwards // exec/forward listeners (portforward.go)
 }
 
 // Discarded returns how many pending deliveries the close dropped.
@@ -88,6 +90,11 @@ type StartParams struct {
 	Timeout   time.Duration // 0: none; past it the execution is stopped (timed-out)
 	Scratch   bool          // a private scratch directory, the cwd unless Cwd is set
 	Kind      Kind          // "" is KindBash
+	// ReadyPattern (RE2, over output lines) and ReadyPort (TCP): the
+	// start yields as soon as a line matches or the process tree listens
+	// on the port.
+	ReadyPattern string
+	ReadyPort    int
 
 	remote *remoteExec // set by StartAndAwait for a TRAMP cwd
 }
@@ -116,6 +123,10 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 	}
 	if p.Scratch && p.remote != nil {
 		return nil, fault.New(fault.InvalidParams, "scratch is only supported on this machine, not on an SSH target")
+	}
+	ready, err := p.readiness()
+	if err != nil {
+		return nil, err
 	}
 	cwd := p.Cwd
 	if cwd == "" && !p.Scratch {
@@ -221,6 +232,10 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 		done:      make(chan struct{}),
 		retired:   make(chan struct{}),
 		unclaimed: make(chan struct{}),
+		ready:     ready,
+	}
+	if p.TTY {
+		e.watch = newInputWatch(s.limits)
 	}
 	e.st = execState{
 		facts: Facts{

@@ -136,6 +136,9 @@ type execState struct {
 
 	waiter      *waitToken // the waiting observation in progress
 	inputClosed bool       // the input goroutine stopped taking input
+
+	inputWait inputWaitState // waiting for input (waiting.go)
+	listenAt  time.Time      // when facts.Listening was read (ready.go)
 }
 
 // update runs f on the state under the lock. f must not block: it may

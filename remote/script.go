@@ -175,6 +175,7 @@ const (
 	actInt     = "int"
 	actKillTag = "killtag"
 	actAwait   = "await"
+	// actLook is in look.go.
 )
 
 // ctlReady is the controller's first line, after whatever the login
@@ -322,10 +323,11 @@ since() {
   done
   classify
 }
-` + controlLoop + `
+` + lookFunctions + controlLoop + `
 set -- $req
 act=$1 sig=$2 pid=$3 pgid=$4 start=$5 tty=$6 tag=$7
 [ "$tag" = - ] && tag=
+[ $act = look ] && { look; continue; }
 quick=0
 if [ $act = await ]; then
   # A full scan now, while the command runs; once the leader is gone

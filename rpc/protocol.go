@@ -108,6 +108,10 @@ type ExecStartParams struct {
 	Label          string            `json:"label,omitempty"`
 	ToolUseID      string            `json:"toolUseId,omitempty"`
 	MaxOutputChars int               `json:"maxOutputChars,omitempty"`
+	// ReadyPattern (RE2 over output lines) and ReadyPort (TCP): yield as
+	// soon as a line matches or the process tree listens on the port.
+	ReadyPattern string `json:"readyPattern,omitempty"`
+	ReadyPort    int    `json:"readyPort,omitempty"`
 }
 
 type ExecObserveParams struct {

@@ -488,6 +488,8 @@ func init() {
 		MethodOwnerRetire:   (*Server).ownerRetire,
 		MethodOwnerAttend:   (*Server).ownerAttend,
 		MethodMailboxAck:    (*Server).mailboxAck,
+		MethodExecForward:   (*Server).execForward,
+		MethodExecUnforward: (*Server).execUnforward,
 
 		MethodTranscriptRecords:         (*Server).transcriptRecords,
 		MethodTranscriptCheckpoint:      (*Server).transcriptCheckpoint,
@@ -668,6 +670,7 @@ func (s *Server) execStart(req *jsonrpc2.Request, r *reply) {
 	sess.StartAndAwait(ctx, c, execution.StartParams{
 		Command: p.Command, Argv: p.Argv, Stdin: p.Stdin, Cwd: p.Cwd, TTY: p.TTY, Lane: p.Lane, ReadOnly: p.ReadOnly,
 		Env: p.Env, Label: p.Label, ToolUseID: p.ToolUseID, Timeout: timeout, Scratch: p.Scratch, Kind: p.Kind,
+		ReadyPattern: p.ReadyPattern, ReadyPort: p.ReadyPort,
 	}, yield, p.MaxOutputChars, func(o execution.Observation, err error) { r.answer(o, err) })
 }
 

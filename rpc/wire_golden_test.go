@@ -56,6 +56,8 @@ var requestParams = map[string]any{
 	MethodOwnerRetire:               OwnerRetireParams{},
 	MethodOwnerAttend:               OwnerAttendParams{},
 	MethodMailboxAck:                MailboxAckParams{},
+	MethodExecForward:               ExecForwardParams{},
+	MethodExecUnforward:             ExecUnforwardParams{},
 	MethodTranscriptRecords:         TranscriptRecordsParams{},
 	MethodTranscriptCheckpoint:      TranscriptCheckpointParams{},
 	MethodSessionCanRewind:          SessionCanRewindParams{},

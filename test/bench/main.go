@@ -63,7 +63,9 @@ BENCH is one of:
           remote output into the spool (remote.go)
   scale   500 live executions: OS threads, RSS, exec/list and exec/observe
           latency, exec/stopAll (scale.go)
-  all     every benchmark: spool, then logs, then remote, then scale
+  waiting prompt to waitingForInput, listen() to the ready yield, and the
+          CPU the detection costs with 64 live tty executions (waiting.go)
+  all     every benchmark: spool, logs, remote, scale, then waiting
 `
 
 const (
@@ -89,7 +91,7 @@ const (
 )
 
 func main() {
-	if len(os.Args) != 2 || !slices.Contains([]string{"spool", "logs", "remote", "scale", "all"}, os.Args[1]) {
+	if len(os.Args) != 2 || !slices.Contains([]string{"spool", "logs", "remote", "scale", "waiting", "all"}, os.Args[1]) {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
@@ -150,6 +152,9 @@ func run(ctx context.Context, which string) error {
 	}
 	if which == "scale" || which == "all" {
 		steps = append(steps, b.scale)
+	}
+	if which == "waiting" || which == "all" {
+		steps = append(steps, b.waiting)
 	}
 	var rows []row
 	for _, step := range steps {
