@@ -50,6 +50,7 @@
 (require 'mevedel-execution-person)
 (require 'easymenu)
 (require 'browse-url)
+(require 'seq)
 
 (defgroup mevedel-execution-panel nil
   "The background-work panel of mevedel-exec."
@@ -246,6 +247,8 @@ goes, as do quick foreground commands the agent has the result of."
     (and (> mevedel-execution-panel-finished-limit 0)
          (not (mevedel-execution-person-stopped-p sid id))
          (or (mevedel-execution-person-started-p sid id)
+             (cl-find id (mevedel-execution-finished-work sid)
+                      :key #'mevedel-execution-panel--id :test #'equal)
              (and (gethash id mevedel-execution-panel--seen)
                   (or (plist-get facts :yielded) (plist-get facts :monitor-id)))))))
 
@@ -996,7 +999,21 @@ session; the reopen reports what it marked lost."
   (interactive)
   (let* ((session (mevedel-execution-panel--live-session))
          (live (mevedel-execution-list-user session)))
+    (mevedel-execution-panel--adopt-finished)
     (mevedel-execution-panel--show live)))
+
+(defun mevedel-execution-panel--adopt-finished ()
+  "Add the person's finished commands this panel does not show yet.
+They may have ended before it opened; newest first, within the limit."
+  (let* ((shown (mapcar #'mevedel-execution-panel--id mevedel-execution-panel--finished))
+         (all (append mevedel-execution-panel--finished
+                      (cl-remove-if (lambda (f) (member (mevedel-execution-panel--id f) shown))
+                                    (mevedel-execution-finished-work
+                                     mevedel-execution-panel--session-id)))))
+    (setq mevedel-execution-panel--finished
+          (seq-take (sort all (lambda (a b) (string> (or (plist-get a :ended-at) "")
+                                                     (or (plist-get b :ended-at) ""))))
+                    mevedel-execution-panel-finished-limit))))
 
 (defun mevedel-execution-panel--revert (&rest _)
   "The `revert-buffer-function' of the panel: refresh it."
@@ -1126,6 +1143,7 @@ With a prefix argument FROM-END, start at its last page."
     (setq mevedel-execution-panel--finished
           (cl-remove-if (lambda (f) (member (mevedel-execution-panel--id f) ids))
                         mevedel-execution-panel--finished))
+    (mevedel-execution-forget-finished mevedel-execution-panel--session-id ids)
     (setq mevedel-execution-panel--marked
           (cl-set-difference mevedel-execution-panel--marked ids :test #'equal))
     (mevedel-execution-panel--show mevedel-execution-panel--live mevedel-execution-panel--gone)))
@@ -1133,6 +1151,9 @@ With a prefix argument FROM-END, start at its last page."
 (defun mevedel-execution-panel-dismiss-finished ()
   "Dismiss every finished row."
   (interactive)
+  (mevedel-execution-forget-finished
+   mevedel-execution-panel--session-id
+   (mapcar #'mevedel-execution-panel--id mevedel-execution-panel--finished))
   (setq mevedel-execution-panel--finished nil)
   (mevedel-execution-panel--show mevedel-execution-panel--live mevedel-execution-panel--gone))
 

@@ -36,6 +36,7 @@
 
 (require 'cl-lib)
 (require 'compile)
+(require 'seq)
 (require 'subr-x)
 (require 'mevedel-execution)
 (require 'mevedel-execution-spool)
@@ -73,6 +74,36 @@ The echo area always has the message."
 Each is called with SESSION-ID and EXECUTION-ID and returns non-nil
 if a view of it is on screen; the end of a watched execution is
 announced.")
+
+(defvar mevedel-execution--finished-work (make-hash-table :test #'equal)
+  "Per session id, the final facts of what a person started, newest first.
+A panel opened later shows them until dismissed.")
+
+(defconst mevedel-execution--finished-work-limit 100
+  "How many finished commands of a person each session remembers.")
+
+(defun mevedel-execution-finished-work (session-id)
+  "Return the final facts of the person's finished commands of SESSION-ID.
+Newest first; what was dismissed is not among them."
+  (copy-sequence (gethash session-id mevedel-execution--finished-work)))
+
+(defun mevedel-execution-forget-finished (session-id &optional execution-ids)
+  "Forget the finished commands EXECUTION-IDS of SESSION-ID (nil: all of them)."
+  (if (null execution-ids)
+      (remhash session-id mevedel-execution--finished-work)
+    (puthash session-id
+             (cl-remove-if (lambda (f) (member (plist-get f :execution-id) execution-ids))
+                           (gethash session-id mevedel-execution--finished-work))
+             mevedel-execution--finished-work)))
+
+(defun mevedel-execution--remember-finished (session-id facts)
+  "Remember FACTS, final facts of a person's command of SESSION-ID."
+  (let* ((id (plist-get facts :execution-id))
+         (old (cl-remove id (gethash session-id mevedel-execution--finished-work)
+                         :key (lambda (f) (plist-get f :execution-id)) :test #'equal)))
+    (puthash session-id
+             (seq-take (cons facts old) mevedel-execution--finished-work-limit)
+             mevedel-execution--finished-work)))
 
 (defun mevedel-execution-person-started-p (session-id execution-id)
   "Return non-nil if a person started EXECUTION-ID of SESSION-ID here."
@@ -126,6 +157,9 @@ Only for what a person started or watches, and not for what a
 person stopped: they know."
   (let* ((id (plist-get facts :execution-id))
          (key (cons session-id id)))
+    (when (and id (mevedel-execution-person-started-p session-id id)
+               (not (mevedel-execution-person-stopped-p session-id id)))
+      (mevedel-execution--remember-finished session-id facts))
     (when (and id (not (gethash key mevedel-execution--announced))
                (or (mevedel-execution-person-started-p session-id id)
                    (mevedel-execution--watched-p session-id id)))
