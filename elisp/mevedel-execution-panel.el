@@ -156,6 +156,7 @@ Each value is a plist (:bytes N :lines LIST :error STRING :pending BOOL).")
     (define-key map (kbd "w") #'mevedel-execution-panel-browse)
     (define-key map (kbd "!") #'mevedel-execution-shell-command)
     (define-key map (kbd "h") #'mevedel-execution-panel-history)
+    (define-key map (kbd "S") #'mevedel-execution-panel-sort)
     map)
   "Keys of `mevedel-execution-panel-mode'.")
 
@@ -351,8 +352,9 @@ SESSION nil means every session: Emacs is shutting the helper down."
       (cancel-timer timer)
     (with-current-buffer buffer
       (if (and (mevedel-execution-panel--visible-p) mevedel-execution-panel--live)
-          ;; Not while the person types in the minibuffer about a row.
-          (unless (active-minibuffer-window)
+          ;; Not while the person types in the minibuffer about a row,
+          ;; or searches the panel.
+          (unless (or (active-minibuffer-window) (bound-and-true-p isearch-mode))
             (mevedel-execution-panel--redraw t))
         (mevedel-execution-panel--stop-timer)))))
 
@@ -855,7 +857,7 @@ of the helper's last report."
   "Show LIVE, the facts of the session's live executions.
 GONE non-nil, the helper's exit status, says its helper exited.
 A row that starts waiting for input is also said in the echo area
-\(see `mevedel-execution--note-waiting')."
+\(through `mevedel-execution-event-functions')."
   (let ((finished (mapcar #'mevedel-execution-panel--id mevedel-execution-panel--finished)))
     (setq live (cl-remove-if (lambda (f) (member (mevedel-execution-panel--id f) finished)) live)))
   (setq mevedel-execution-panel--live live)
@@ -971,7 +973,7 @@ events, and keeps finished work, dimmed, until dismissed.  In it:
 \\[mevedel-execution-panel-browse] opens a port it listens on in a browser;
 \\[mevedel-execution-panel-mark] and \\[mevedel-execution-panel-unmark] mark and unmark rows;
 \\[mevedel-execution-panel-dismiss] dismisses a finished row, \\[mevedel-execution-panel-dismiss-finished] all of them;
-\\[tabulated-list-sort] sorts by the column at point;
+\\[mevedel-execution-panel-sort] sorts by the column at point;
 \\[mevedel-execution-shell-command] runs a command;
 \\[mevedel-execution-panel-refresh] asks the helper again."
   (interactive (list (mevedel-execution-panel--read-session)))
@@ -1055,7 +1057,7 @@ each row goes once the helper reports it settled."
                         id (or (plist-get facts :status) "stopped") name)))))))
     (setq mevedel-execution-panel--marked nil)
     (message "mevedel-exec: stopping %s..."
-             (if (cdr ids) (mevedel-execution--plural (length ids) "command")
+             (if (cdr ids) (format "%d commands" (length ids))
                (format "\"%s\"" (mevedel-execution-panel--name (car ids)))))
     (mevedel-execution-panel--redraw)))
 
@@ -1190,6 +1192,22 @@ With a prefix argument FROM-END, start at its last page."
   "Show the transcript of this panel's session."
   (interactive)
   (pop-to-buffer (mevedel-execution-history (mevedel-execution-panel--live-session))))
+
+(defun mevedel-execution-panel-sort (column)
+  "Sort the rows by COLUMN; again on the same column reverses the order.
+Interactively, the column at point, or one read when point is on
+none (an inspector line, say)."
+  (interactive
+   (list (or (get-text-property (point) 'tabulated-list-column-name)
+             (completing-read "Sort by column: "
+                              (mapcar #'car tabulated-list-format) nil t))))
+  (let ((n (cl-position column (mapcar #'car tabulated-list-format) :test #'equal)))
+    (unless n (user-error "No column %s" column))
+    (setq tabulated-list-sort-key
+          (cons column (and (equal (car tabulated-list-sort-key) column)
+                            (not (cdr tabulated-list-sort-key)))))
+    (tabulated-list-init-header)
+    (mevedel-execution-panel--redraw)))
 
 ;;;; Listening ports
 

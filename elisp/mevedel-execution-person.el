@@ -60,13 +60,13 @@ The echo area always has the message."
 (defvar mevedel-execution-shell-command-history nil
   "Commands given to `mevedel-execution-shell-command'.")
 
-(defvar mevedel-execution--person-started (make-hash-table :test #'equal)
+(defvar mevedel-execution-person--started (make-hash-table :test #'equal)
   "Executions a person started, as (SESSION-ID . EXECUTION-ID) keys.")
 
-(defvar mevedel-execution--announced (make-hash-table :test #'equal)
+(defvar mevedel-execution-person--announced (make-hash-table :test #'equal)
   "Executions whose end was announced, as (SESSION-ID . EXECUTION-ID) keys.")
 
-(defvar mevedel-execution--waiting (make-hash-table :test #'equal)
+(defvar mevedel-execution-person--waiting (make-hash-table :test #'equal)
   "Per session id, the ids of its executions last seen waiting for input.")
 
 (defvar mevedel-execution-watching-functions nil
@@ -75,43 +75,43 @@ Each is called with SESSION-ID and EXECUTION-ID and returns non-nil
 if a view of it is on screen; the end of a watched execution is
 announced.")
 
-(defvar mevedel-execution--finished-work (make-hash-table :test #'equal)
+(defvar mevedel-execution-person--finished-work (make-hash-table :test #'equal)
   "Per session id, the final facts of what a person started, newest first.
 A panel opened later shows them until dismissed.")
 
-(defconst mevedel-execution--finished-work-limit 100
+(defconst mevedel-execution-person--finished-work-limit 100
   "How many finished commands of a person each session remembers.")
 
 (defun mevedel-execution-finished-work (session-id)
   "Return the final facts of the person's finished commands of SESSION-ID.
 Newest first; what was dismissed is not among them."
-  (copy-sequence (gethash session-id mevedel-execution--finished-work)))
+  (copy-sequence (gethash session-id mevedel-execution-person--finished-work)))
 
 (defun mevedel-execution-forget-finished (session-id &optional execution-ids)
   "Forget the finished commands EXECUTION-IDS of SESSION-ID (nil: all of them)."
   (if (null execution-ids)
-      (remhash session-id mevedel-execution--finished-work)
+      (remhash session-id mevedel-execution-person--finished-work)
     (puthash session-id
              (cl-remove-if (lambda (f) (member (plist-get f :execution-id) execution-ids))
-                           (gethash session-id mevedel-execution--finished-work))
-             mevedel-execution--finished-work)))
+                           (gethash session-id mevedel-execution-person--finished-work))
+             mevedel-execution-person--finished-work)))
 
-(defun mevedel-execution--remember-finished (session-id facts)
+(defun mevedel-execution-person--remember-finished (session-id facts)
   "Remember FACTS, final facts of a person's command of SESSION-ID."
   (let* ((id (plist-get facts :execution-id))
-         (old (cl-remove id (gethash session-id mevedel-execution--finished-work)
+         (old (cl-remove id (gethash session-id mevedel-execution-person--finished-work)
                          :key (lambda (f) (plist-get f :execution-id)) :test #'equal)))
     (puthash session-id
-             (seq-take (cons facts old) mevedel-execution--finished-work-limit)
-             mevedel-execution--finished-work)))
+             (seq-take (cons facts old) mevedel-execution-person--finished-work-limit)
+             mevedel-execution-person--finished-work)))
 
 (defun mevedel-execution-person-started-p (session-id execution-id)
   "Return non-nil if a person started EXECUTION-ID of SESSION-ID here."
-  (gethash (cons session-id execution-id) mevedel-execution--person-started))
+  (gethash (cons session-id execution-id) mevedel-execution-person--started))
 
 ;;;; Telling the person
 
-(defun mevedel-execution--tell (text)
+(defun mevedel-execution-person--tell (text)
   "Show TEXT in the echo area, and on the desktop when asked to."
   (message "%s" text)
   (when (and mevedel-execution-notify-desktop (not noninteractive))
@@ -122,36 +122,32 @@ Newest first; what was dismissed is not among them."
 (defun mevedel-execution-ending-text (facts)
   "Return the sentence that says how the execution of FACTS ended.
 Build \"make\" failed (exit code 2)."
-  (concat "Build"
-          (mevedel-execution-transcript--quoted-name
-           (plist-get facts :label) (plist-get facts :command))
-          " "
-          (mevedel-execution-transcript--ending
-           (plist-get facts :status) (plist-get facts :exit-code) (plist-get facts :signal))))
+  (mevedel-execution-transcript-ended-text
+   "Build" (plist-get facts :label) (plist-get facts :command)
+   (plist-get facts :status) (plist-get facts :exit-code) (plist-get facts :signal)))
 
 (defun mevedel-execution-waiting-text (facts)
   "Return the sentence that says the execution of FACTS waits for input.
 Build \"deploy\" is waiting for input: Password:"
   (let ((prompt (mevedel-execution-transcript-clean (or (plist-get facts :prompt) "") 80)))
-    (concat "Build"
-            (mevedel-execution-transcript--quoted-name
-             (plist-get facts :label) (plist-get facts :command))
+    (concat (mevedel-execution-transcript-named-text
+             "Build" (plist-get facts :label) (plist-get facts :command))
             " is waiting for input"
             (if (string-empty-p prompt) "" (concat ": " prompt)))))
 
-(defun mevedel-execution--watched-p (session-id execution-id)
+(defun mevedel-execution-person--watched-p (session-id execution-id)
   "Return non-nil if a view of EXECUTION-ID of SESSION-ID is on screen."
   (run-hook-with-args-until-success 'mevedel-execution-watching-functions
                                     session-id execution-id))
 
-(defun mevedel-execution--output-watched-p (session-id execution-id)
+(defun mevedel-execution-person--output-watched-p (session-id execution-id)
   "Return non-nil if EXECUTION-ID's output buffer of SESSION-ID is on screen."
   (let ((buffer (mevedel-execution-spool-output-buffer session-id execution-id)))
     (and buffer (get-buffer-window buffer t) t)))
 
-(add-hook 'mevedel-execution-watching-functions #'mevedel-execution--output-watched-p)
+(add-hook 'mevedel-execution-watching-functions #'mevedel-execution-person--output-watched-p)
 
-(defun mevedel-execution--announce-end (session-id facts)
+(defun mevedel-execution-person--announce-end (session-id facts)
   "Say once how the execution of FACTS in SESSION-ID ended.
 Only for what a person started or watches, and not for what a
 person stopped: they know."
@@ -159,44 +155,44 @@ person stopped: they know."
          (key (cons session-id id)))
     (when (and id (mevedel-execution-person-started-p session-id id)
                (not (mevedel-execution-person-stopped-p session-id id)))
-      (mevedel-execution--remember-finished session-id facts))
-    (when (and id (not (gethash key mevedel-execution--announced))
+      (mevedel-execution-person--remember-finished session-id facts))
+    (when (and id (not (gethash key mevedel-execution-person--announced))
                (or (mevedel-execution-person-started-p session-id id)
-                   (mevedel-execution--watched-p session-id id)))
-      (when (> (hash-table-count mevedel-execution--announced) 4096)
-        (clrhash mevedel-execution--announced))
-      (puthash key t mevedel-execution--announced)
-      (remhash key mevedel-execution--person-started)
+                   (mevedel-execution-person--watched-p session-id id)))
+      (when (> (hash-table-count mevedel-execution-person--announced) 4096)
+        (clrhash mevedel-execution-person--announced))
+      (puthash key t mevedel-execution-person--announced)
+      (remhash key mevedel-execution-person--started)
       (unless (mevedel-execution-person-stopped-p session-id id)
-        (mevedel-execution--tell (mevedel-execution-ending-text facts))))))
+        (mevedel-execution-person--tell (mevedel-execution-ending-text facts))))))
 
-(defun mevedel-execution--note-waiting (session-id live)
+(defun mevedel-execution-person--note-waiting (session-id live)
   "Say which of LIVE, SESSION-ID's live facts, started waiting for input."
-  (let* ((before (gethash session-id mevedel-execution--waiting))
+  (let* ((before (gethash session-id mevedel-execution-person--waiting))
          (now (cl-remove-if-not (lambda (f) (plist-get f :waiting-for-input)) live))
          (ids (mapcar (lambda (f) (plist-get f :execution-id)) now)))
     (dolist (f now)
       (unless (member (plist-get f :execution-id) before)
-        (mevedel-execution--tell (mevedel-execution-waiting-text f))))
+        (mevedel-execution-person--tell (mevedel-execution-waiting-text f))))
     (if ids
-        (puthash session-id ids mevedel-execution--waiting)
-      (remhash session-id mevedel-execution--waiting))))
+        (puthash session-id ids mevedel-execution-person--waiting)
+      (remhash session-id mevedel-execution-person--waiting))))
 
-(defun mevedel-execution--person-listener (type plist)
+(defun mevedel-execution-person--listener (type plist)
   "Tell the person about the event TYPE with PLIST when it concerns them."
   (pcase type
-    ('changed (mevedel-execution--note-waiting (plist-get plist :session-id)
+    ('changed (mevedel-execution-person--note-waiting (plist-get plist :session-id)
                                                (plist-get plist :live)))
-    ('settled (mevedel-execution--announce-end (plist-get plist :session-id)
+    ('settled (mevedel-execution-person--announce-end (plist-get plist :session-id)
                                                (plist-get plist :facts)))))
 
 ;; Before the views: a panel drops a row as it settles, and whether it
 ;; was on screen is asked first.
-(add-hook 'mevedel-execution-event-functions #'mevedel-execution--person-listener -90)
+(add-hook 'mevedel-execution-event-functions #'mevedel-execution-person--listener -90)
 
 ;;;; Running commands
 
-(defun mevedel-execution--await-end (session id)
+(defun mevedel-execution-person--await-end (session id)
   "Wait on ID of SESSION as its owner, claiming its end; then announce it.
 The claim keeps the result from becoming a delivery: the person
 reads it in the output buffer."
@@ -206,12 +202,12 @@ reads it in the output buffer."
      (cond
       ((plist-get obs :error) nil)
       ((plist-get obs :final)
-       (mevedel-execution--person-ended session (plist-get obs :facts)))
+       (mevedel-execution-person--ended session (plist-get obs :facts)))
       ((mevedel-execution-session-open-p session)
-       (mevedel-execution--await-end session id))))
+       (mevedel-execution-person--await-end session id))))
    :wait-ms 3600000 :max-output-chars 1))
 
-(defun mevedel-execution--person-ended (session facts)
+(defun mevedel-execution-person--ended (session facts)
   "Show the final FACTS of a person's command of SESSION, and say how it ended.
 Its output buffer may have opened after the helper announced the
 end: it learns it here."
@@ -219,9 +215,9 @@ end: it learns it here."
          (buffer (mevedel-execution-spool-output-buffer sid (plist-get facts :execution-id))))
     (when buffer
       (with-current-buffer buffer (mevedel-execution-spool-note-facts facts)))
-    (mevedel-execution--announce-end sid facts)))
+    (mevedel-execution-person--announce-end sid facts)))
 
-(defun mevedel-execution--person-run (command directory tty &optional label)
+(defun mevedel-execution-person--run (command directory tty &optional label)
   "Run COMMAND in DIRECTORY for a person; return its output buffer.
 TTY non-nil gives it a terminal.  LABEL names it."
   (let* ((directory (file-name-as-directory (expand-file-name directory)))
@@ -240,11 +236,11 @@ TTY non-nil gives it a terminal.  LABEL names it."
                60))
          (facts (plist-get obs :facts))
          (id (plist-get facts :execution-id)))
-    (puthash (cons sid id) t mevedel-execution--person-started)
+    (puthash (cons sid id) t mevedel-execution-person--started)
     (let ((buffer (mevedel-execution-spool-open-output session id nil facts)))
       (if (plist-get obs :final)
-          (mevedel-execution--person-ended session facts)
-        (mevedel-execution--await-end session id))
+          (mevedel-execution-person--ended session facts)
+        (mevedel-execution-person--await-end session id))
       buffer)))
 
 ;;;###autoload
@@ -263,7 +259,7 @@ message says how the command ended."
                              nil 'mevedel-execution-shell-command-history)
          current-prefix-arg))
   (when (string-blank-p command) (user-error "No command"))
-  (let ((buffer (mevedel-execution--person-run command default-directory tty)))
+  (let ((buffer (mevedel-execution-person--run command default-directory tty)))
     (display-buffer buffer)
     buffer))
 
@@ -273,7 +269,7 @@ message says how the command ended."
   "Name of the buffer of `mevedel-execution-compile'."
   :type 'string)
 
-(defvar mevedel-execution--last-compile nil
+(defvar mevedel-execution-person--last-compile nil
   "The last build: (COMMAND DIRECTORY TTY).")
 
 ;;;###autoload
@@ -297,9 +293,9 @@ stopped first, after asking.  Return the buffer."
   (unless (equal command (eval compile-command t))
     (setq compile-command command))
   (save-some-buffers (not compilation-ask-about-save) compilation-save-buffers-predicate)
-  (mevedel-execution--compile command default-directory tty))
+  (mevedel-execution-person--compile command default-directory tty))
 
-(defun mevedel-execution--compile (command directory tty)
+(defun mevedel-execution-person--compile (command directory tty)
   "Run the build COMMAND in DIRECTORY (TTY as for a start); return its buffer."
   (let ((old (get-buffer mevedel-execution-compilation-buffer-name)))
     (when old
@@ -313,13 +309,13 @@ stopped first, after asking.  Return the buffer."
               (user-error "The running build goes on"))
             (mevedel-execution-spool-stop))))
       (kill-buffer old)))
-  (setq mevedel-execution--last-compile (list command directory tty))
-  (let ((buffer (mevedel-execution--person-run command directory tty)))
+  (setq mevedel-execution-person--last-compile (list command directory tty))
+  (let ((buffer (mevedel-execution-person--run command directory tty)))
     (with-current-buffer buffer
       (rename-buffer mevedel-execution-compilation-buffer-name t)
       (setq-local compile-command command)
       (setq mevedel-execution-spool-rerun-function
-            (lambda () (mevedel-execution--compile command directory tty))))
+            (lambda () (mevedel-execution-person--compile command directory tty))))
     (setq next-error-last-buffer buffer)
     (display-buffer buffer)
     buffer))
@@ -328,9 +324,9 @@ stopped first, after asking.  Return the buffer."
 (defun mevedel-execution-recompile ()
   "Run the last build of `mevedel-execution-compile' again, where it ran."
   (interactive)
-  (unless mevedel-execution--last-compile
+  (unless mevedel-execution-person--last-compile
     (user-error "No build has run yet; M-x mevedel-execution-compile"))
-  (apply #'mevedel-execution--compile mevedel-execution--last-compile))
+  (apply #'mevedel-execution-person--compile mevedel-execution-person--last-compile))
 
 ;;;; History
 

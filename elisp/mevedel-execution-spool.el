@@ -308,7 +308,10 @@ is a single line."
             (setq text (substring text (1+ nl))
                   start (+ start skip)
                   length (- length skip))))))
-    (when (and cut-end (not (plist-get res :eof)))
+    ;; Only a full page ends inside the log: a shorter read reached its
+    ;; end as it was then, and the line it ends in goes on when followed.
+    (when (and cut-end (not (plist-get res :eof))
+               (>= (or (plist-get res :length) 0) mevedel-execution-spool-page-bytes))
       (let ((nl (cl-position ?\n text :from-end t)))
         (when (and nl (< (1+ nl) (length text)))
           (let ((drop (mevedel-execution-spool--bytes (substring text (1+ nl)))))
@@ -331,6 +334,10 @@ starts at the next line."
       (erase-buffer)
       (setq ansi-color-context nil
             mevedel-execution-spool--held "")
+      ;; A read shorter than a page reached the end: bytes written since
+      ;; (TOTAL may count them) come by following.
+      (when (< (or (plist-get res :length) 0) mevedel-execution-spool-page-bytes)
+        (setq total (+ start length)))
       (setq mevedel-execution-spool--source (list session address start total length))
       (mevedel-execution-spool--insert text)
       (goto-char (point-min)))))

@@ -34,7 +34,7 @@ listener is on, and messages are recorded in
          (mevedel-execution-test--with-helper ,var
            (let ((mevedel-execution-person-directory person-dir))
              (add-hook 'mevedel-execution-event-functions
-                       #'mevedel-execution--person-listener -90)
+                       #'mevedel-execution-person--listener -90)
              (cl-letf* ((orig (symbol-function 'message))
                         ((symbol-function 'message)
                          (lambda (fmt &rest args)
@@ -431,11 +431,29 @@ the limit ages finished rows out."
             (when (>= width 80)
               (should (= (nth 1 (aref format 0)) 17))
               (should (>= (nth 1 (aref format 4)) 11)))))
-        ;; Every column sorts.
-        (dotimes (i 7)
-          (setq tabulated-list-sort-key (cons (car (aref tabulated-list-format i)) nil))
+        ;; Every column sorts, with S on it; off a column, S asks which.
+        (let ((d (mevedel-execution-mailbox-test--start-background session "sleep 299" "d")))
+          (mevedel-execution-test--wait-until
+           (lambda () (member d (mevedel-execution-panel-test--ids))) "d's row")
+          (dotimes (i 7)
+            (let ((name (car (aref tabulated-list-format i))))
+              (goto-char (mevedel-execution-panel--row-start b))
+              (goto-char (next-single-property-change (point) 'tabulated-list-column-name))
+              (while (not (equal (get-text-property (point) 'tabulated-list-column-name) name))
+                (goto-char (next-single-property-change (point) 'tabulated-list-column-name)))
+              (call-interactively (key-binding (kbd "S")))
+              (should (equal (car tabulated-list-sort-key) name))
+              (should (equal (sort (copy-sequence (mevedel-execution-panel-test--ids)) #'string<)
+                             (sort (list b d) #'string<)))))
+          (setq tabulated-list-sort-key nil)
           (mevedel-execution-panel--redraw)
-          (should (equal (mevedel-execution-panel-test--ids) (list b))))))))
+          (should (equal (mevedel-execution-panel-test--ids) (list b d)))
+          (mevedel-execution-panel-test--press "i" b)
+          (goto-char (next-single-property-change (point-min) 'mevedel-execution-panel-inspector))
+          (cl-letf (((symbol-function 'completing-read) (lambda (&rest _) "Label")))
+            (call-interactively (key-binding (kbd "S"))))
+          (should (equal tabulated-list-sort-key '("Label")))
+          (should (equal (mevedel-execution-panel-test--ids) (list b d))))))))
 
 ;;;; Input goes to the row chosen when the key was pressed
 
