@@ -223,17 +223,22 @@ TTY non-nil gives it a terminal.  LABEL names it."
   (let* ((directory (file-name-as-directory (expand-file-name directory)))
          (session (mevedel-execution-person-session directory))
          (sid (mevedel-execution-session-id session))
-         (obs (mevedel-execution-request
-               session 'exec/start
-               (list :owner mevedel-execution-person-owner
-                     :command command
-                     :cwd directory
-                     :yield-ms 0
-                     :tty (and tty t)
-                     :label label
-                     :max-output-chars 1)
-               ;; The first command on a host opens its connection.
-               60))
+         (obs (condition-case err
+                  (mevedel-execution-request
+                   session 'exec/start
+                   (list :owner mevedel-execution-person-owner
+                         :command command
+                         :cwd directory
+                         :yield-ms 0
+                         :tty (and tty t)
+                         :label label
+                         :max-output-chars 1)
+                   ;; The first command on a host opens its connection.
+                   60)
+                ;; A refusal (backgrounding, an unknown host key...) is
+                ;; the person's to read, not a bug.
+                (mevedel-execution-helper-error
+                 (user-error "mevedel-exec: %s" (plist-get (nth 2 err) :message)))))
          (facts (plist-get obs :facts))
          (id (plist-get facts :execution-id)))
     (puthash (cons sid id) t mevedel-execution-person--started)

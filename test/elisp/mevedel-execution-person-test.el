@@ -96,6 +96,10 @@ state and exit in its header, and a message says how it ended."
                             (shell-quote-argument gate)))
            (buffer nil))
       (with-temp-file (expand-file-name "main.c" dir) (insert "int main(void)\n{ return 0 }\n"))
+      ;; A refused command is the person's to read.
+      (should (string-match-p "backgrounding is not allowed"
+                              (cadr (should-error (mevedel-execution-shell-command "sleep 5 &")
+                                                  :type 'user-error))))
       (cl-letf (((symbol-function 'read-shell-command) (lambda (&rest _) command)))
         (setq buffer (call-interactively #'mevedel-execution-shell-command)))
       (should (bufferp buffer))
