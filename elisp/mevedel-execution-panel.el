@@ -17,7 +17,7 @@
 
 ;;; Commentary:
 
-;; Over 900 lines on purpose: one mode, its buffer-local state and the
+;; About 1250 lines on purpose: one mode, its buffer-local state and the
 ;; drawing that keeps point; the inspector, the marks and the finished
 ;; rows share all of it.
 ;;

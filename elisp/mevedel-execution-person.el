@@ -242,7 +242,9 @@ TTY non-nil gives it a terminal.  LABEL names it."
          (facts (plist-get obs :facts))
          (id (plist-get facts :execution-id)))
     (puthash (cons sid id) t mevedel-execution-person--started)
-    (let ((buffer (mevedel-execution-spool-open-output session id nil facts)))
+    ;; From its end: a command that printed a page already is shown
+    ;; where it goes on, as a terminal would.
+    (let ((buffer (mevedel-execution-spool-open-output session id t facts)))
       (if (plist-get obs :final)
           (mevedel-execution-person--ended session facts)
         (mevedel-execution-person--await-end session id))

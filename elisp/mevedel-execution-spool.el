@@ -116,6 +116,16 @@ of the log it holds, TOTAL the log's size when last read.")
 (defvar-local mevedel-execution-spool--facts nil
   "The latest facts known of the execution shown, or nil.")
 
+(defvar-local mevedel-execution-spool--tailing nil
+  "Non-nil while the buffer ends where the log ended when last read.
+Only such a buffer follows the log; the log's size may have grown
+past it since (the helper counts bytes written after its read).")
+
+(defvar-local mevedel-execution-spool--cuts nil
+  "Where a followed buffer may be cut: (MARKER . BYTE), newest first.
+Each marks the start of an appended chunk that began a line, and
+the log's byte offset there.")
+
 (defvar-local mevedel-execution-spool--reading nil
   "Non-nil while a read of new output is under way.")
 
@@ -225,7 +235,7 @@ A settled execution shows its status and exit code (or signal):
                (failed (equal (plist-get facts :outcome) "failure"))
                (command (plist-get facts :command))
                (label (plist-get facts :label))
-               (paged (and total (or (> (or start 0) 0) (< (+ (or start 0) (or length 0)) total)))))
+               (paged (and total (or (> (or start 0) 0) (not mevedel-execution-spool--tailing)))))
     (string-replace
      "%" "%%"
      (concat
@@ -254,10 +264,6 @@ A settled execution shows its status and exit code (or signal):
   (string-trim (replace-regexp-in-string "[ \t\n\r]+" " " text)))
 
 ;;;;; Putting text in
-
-(defun mevedel-execution-spool--bytes (text)
-  "Return how many bytes TEXT takes in UTF-8."
-  (string-bytes (encode-coding-string text 'utf-8 t)))
 
 (defun mevedel-execution-spool--carriage-motion (start end)
   "Make the carriage returns between START and END act as a terminal's.
@@ -288,8 +294,13 @@ Windows whose point was at the end stay at the end."
     (save-excursion
       (goto-char (point-max))
       (let ((start (line-beginning-position)))
-        (insert (ansi-color-apply text))
-        (mevedel-execution-spool--carriage-motion start (point-max))))
+        ;; Most output has neither escapes nor carriage returns: it
+        ;; goes in as it is, which is several times faster.
+        (insert (if (or ansi-color-context (string-search "\e" text))
+                    (ansi-color-apply text)
+                  text))
+        (when (string-search "\r" text)
+          (mevedel-execution-spool--carriage-motion start (point-max)))))
     (when at-end (goto-char (point-max)))
     (dolist (w windows) (set-window-point w (point-max)))))
 
@@ -297,14 +308,16 @@ Windows whose point was at the end stay at the end."
   "Return (TEXT START LENGTH) of the spool/read answer RES, cut at lines.
 With ALIGN-START, a first line the read began inside is dropped;
 with CUT-END, a last line without its newline is, unless the text
-is a single line."
+is a single line.  What is dropped is counted with `string-bytes':
+Emacs keeps a decoded string in UTF-8, so that is its length in the
+log, at no cost."
   (let* ((text (or (plist-get res :text) ""))
          (start (or (plist-get res :offset) 0))
          (length (or (plist-get res :length) 0)))
     (when (and align-start (> start 0))
       (let ((nl (string-search "\n" text)))
         (when (and nl (< (1+ nl) (length text)))
-          (let ((skip (mevedel-execution-spool--bytes (substring text 0 (1+ nl)))))
+          (let ((skip (string-bytes (substring text 0 (1+ nl)))))
             (setq text (substring text (1+ nl))
                   start (+ start skip)
                   length (- length skip))))))
@@ -312,42 +325,55 @@ is a single line."
     ;; end as it was then, and the line it ends in goes on when followed.
     (when (and cut-end (not (plist-get res :eof))
                (>= (or (plist-get res :length) 0) mevedel-execution-spool-page-bytes))
-      (let ((nl (cl-position ?\n text :from-end t)))
+      (let ((nl (save-match-data
+                  (and (string-match "\n[^\n]*\\'" text) (match-beginning 0)))))
         (when (and nl (< (1+ nl) (length text)))
-          (let ((drop (mevedel-execution-spool--bytes (substring text (1+ nl)))))
+          (let ((drop (string-bytes (substring text (1+ nl)))))
             (setq text (substring text 0 (1+ nl))
                   length (- length drop))))))
     (list text start length)))
 
 ;;;;; Pages
 
-(defun mevedel-execution-spool--show (session address offset &optional align)
+(defun mevedel-execution-spool--show (session address offset &optional align follow)
   "Show the page of ADDRESS in SESSION that starts at byte OFFSET.
 ALIGN non-nil says OFFSET may fall inside a line: the page then
-starts at the next line."
-  (let* ((res (mevedel-execution-spool-read session address :as-user t
-                                            :offset (max 0 offset)
-                                            :length mevedel-execution-spool-page-bytes))
-         (total (plist-get res :total-bytes))
-         (inhibit-read-only t))
+starts at the next line.  FOLLOW non-nil says the page is the
+log's last: what is written after it is followed."
+  (mevedel-execution-spool--show-page
+   session address
+   (mevedel-execution-spool-read session address :as-user t
+                                 :offset (max 0 offset)
+                                 :length mevedel-execution-spool-page-bytes)
+   align follow)
+  (goto-char (point-min)))
+
+(defun mevedel-execution-spool--show-page (session address res align follow)
+  "Show RES, a page of ADDRESS in SESSION, in place of the buffer's text.
+ALIGN and FOLLOW as in `mevedel-execution-spool--show'."
+  (let ((total (plist-get res :total-bytes))
+        (inhibit-read-only t))
     (pcase-let ((`(,text ,start ,length) (mevedel-execution-spool--page-text res align t)))
       (erase-buffer)
       (setq ansi-color-context nil
             mevedel-execution-spool--held "")
+      (mapc (lambda (c) (set-marker (car c) nil)) mevedel-execution-spool--cuts)
+      (setq mevedel-execution-spool--cuts nil)
       ;; A read shorter than a page reached the end: bytes written since
       ;; (TOTAL may count them) come by following.
-      (when (< (or (plist-get res :length) 0) mevedel-execution-spool-page-bytes)
-        (setq total (+ start length)))
+      (setq mevedel-execution-spool--tailing
+            (or follow (plist-get res :eof)
+                (< (or (plist-get res :length) 0) mevedel-execution-spool-page-bytes)))
       (setq mevedel-execution-spool--source (list session address start total length))
-      (mevedel-execution-spool--insert text)
-      (goto-char (point-min)))))
+      (mevedel-execution-spool--insert text))))
 
-(defun mevedel-execution-spool--page (fn &optional align)
+(defun mevedel-execution-spool--page (fn &optional align follow)
   "Move to the page FN computes from (OFFSET TOTAL LENGTH).
-ALIGN as in `mevedel-execution-spool--show'."
+ALIGN and FOLLOW as in `mevedel-execution-spool--show'."
   (pcase-let ((`(,session ,address ,offset ,total ,length) mevedel-execution-spool--source))
     (unless session (user-error "Not an output buffer"))
-    (mevedel-execution-spool--show session address (funcall fn offset total length) align)))
+    (mevedel-execution-spool--show session address (funcall fn offset total length)
+                                   align follow)))
 
 (defun mevedel-execution-spool-next-page ()
   "Show the next page of the output."
@@ -375,7 +401,7 @@ ALIGN as in `mevedel-execution-spool--show'."
   (interactive)
   (mevedel-execution-spool--page
    (lambda (_offset total _length) (max 0 (- total mevedel-execution-spool-page-bytes)))
-   t)
+   t t)
   (goto-char (point-max))
   (mevedel-execution-spool--follow))
 
@@ -388,11 +414,6 @@ ALIGN as in `mevedel-execution-spool--show'."
     (mevedel-execution-spool--follow)))
 
 ;;;;; Following
-
-(defun mevedel-execution-spool--at-tail-p ()
-  "Return non-nil if this buffer shows the log up to its last known end."
-  (pcase-let ((`(,_session ,_address ,start ,total ,length) mevedel-execution-spool--source))
-    (and start (>= (+ start length) (or total 0)))))
 
 (defun mevedel-execution-spool--detach ()
   "Stop following the helper's events in this buffer."
@@ -454,33 +475,76 @@ Older facts than those held are ignored."
 
 (defun mevedel-execution-spool--follow ()
   "Read the output past this buffer's end, if it shows the end and there is more."
-  (pcase-let ((`(,session ,address ,start ,total ,length) mevedel-execution-spool--source))
+  (pcase-let ((`(,session ,address ,start ,_total ,length) mevedel-execution-spool--source))
     (let ((size (plist-get mevedel-execution-spool--facts :output-bytes))
           (end (and start (+ start length)))
           (buffer (current-buffer)))
-      (when (and session end (>= end (or total 0)) (not mevedel-execution-spool--reading)
+      (when (and session end mevedel-execution-spool--tailing (not mevedel-execution-spool--reading)
                  (integerp size) (> size end)
                  (mevedel-execution-session-open-p session))
-        (setq mevedel-execution-spool--reading t)
-        (condition-case err
-            (mevedel-execution-request-async
-             session 'spool/read
-             (list :as "user" :address address :offset end
-                   :length (min (- size end) 1048576))
-             :on-result
-             (lambda (res)
-               (when (buffer-live-p buffer)
-                 (with-current-buffer buffer
-                   (setq mevedel-execution-spool--reading nil)
-                   (mevedel-execution-spool--append res end))))
-             :on-error
-             (lambda (_err)
-               (when (buffer-live-p buffer)
-                 (with-current-buffer buffer (setq mevedel-execution-spool--reading nil))))
-             :timeout 60)
-          (error
+        (if (> (- size end) (* 2 mevedel-execution-spool-page-bytes))
+            ;; More than the buffer keeps came since: what it would drop
+            ;; at once is not read at all.  Jump to the last page.
+            (mevedel-execution-spool--jump-to-tail size)
+          (mevedel-execution-spool--read-more session address end size buffer))))))
+
+(defun mevedel-execution-spool--jump-to-tail (size)
+  "Show the last page of a log of SIZE bytes and follow it from there.
+The page is read without waiting; windows that were at the end when
+it comes stay at the end."
+  (pcase-let ((`(,session ,address ,start ,_total ,length) mevedel-execution-spool--source)
+              (buffer (current-buffer)))
+    (setq mevedel-execution-spool--reading t)
+    (mevedel-execution-request-async
+     session 'spool/read
+     (list :as "user" :address address
+           :offset (max 0 (- size mevedel-execution-spool-page-bytes))
+           :length mevedel-execution-spool-page-bytes)
+     :on-result
+     (lambda (res)
+       (when (buffer-live-p buffer)
+         (with-current-buffer buffer
            (setq mevedel-execution-spool--reading nil)
-           (message "mevedel-exec: reading %s: %s" address (error-message-string err))))))))
+           ;; Unless the person moved to another page meanwhile.
+           (when (equal (list start length)
+                        (list (nth 2 mevedel-execution-spool--source)
+                              (nth 4 mevedel-execution-spool--source)))
+             (let ((at-end (= (point) (point-max)))
+                   (windows (cl-remove-if-not
+                             (lambda (w) (= (window-point w) (point-max)))
+                             (get-buffer-window-list buffer nil t))))
+               (mevedel-execution-spool--show-page session address res t t)
+               (goto-char (if at-end (point-max) (point-min)))
+               (dolist (w windows) (set-window-point w (point-max)))
+               (mevedel-execution-spool--follow))))))
+     :on-error
+     (lambda (_err)
+       (when (buffer-live-p buffer)
+         (with-current-buffer buffer (setq mevedel-execution-spool--reading nil))))
+     :timeout 60)))
+
+(defun mevedel-execution-spool--read-more (session address end size buffer)
+  "Read ADDRESS of SESSION from END, up to SIZE, and append it to BUFFER."
+  (setq mevedel-execution-spool--reading t)
+  (condition-case err
+      (mevedel-execution-request-async
+       session 'spool/read
+       (list :as "user" :address address :offset end
+             :length (min (- size end) mevedel-execution-spool-page-bytes))
+       :on-result
+       (lambda (res)
+         (when (buffer-live-p buffer)
+           (with-current-buffer buffer
+             (setq mevedel-execution-spool--reading nil)
+             (mevedel-execution-spool--append res end))))
+       :on-error
+       (lambda (_err)
+         (when (buffer-live-p buffer)
+           (with-current-buffer buffer (setq mevedel-execution-spool--reading nil))))
+       :timeout 60)
+    (error
+     (setq mevedel-execution-spool--reading nil)
+     (message "mevedel-exec: reading %s: %s" address (error-message-string err)))))
 
 (defun mevedel-execution-spool--append (res end)
   "Append the spool/read answer RES, read from byte END, then read on."
@@ -488,6 +552,12 @@ Older facts than those held are ignored."
     ;; A page change since the read was sent: it is not ours to add.
     (when (eql (+ start length) end)
       (let ((got (or (plist-get res :length) 0)))
+        ;; A chunk that starts a line is where the buffer can later be
+        ;; cut without reading the log again.
+        (when (and (string-empty-p mevedel-execution-spool--held)
+                   (save-excursion (goto-char (point-max)) (bolp))
+                   (> (buffer-size) 0))
+          (push (cons (copy-marker (point-max)) end) mevedel-execution-spool--cuts))
         (mevedel-execution-spool--insert (or (plist-get res :text) ""))
         (setq mevedel-execution-spool--source
               (list session address start
@@ -502,26 +572,52 @@ Older facts than those held are ignored."
 The first byte shown moves on by what was dropped, counted from the
 log's text, so paging back still starts where the buffer does."
   (when (> (buffer-size) (* 2 mevedel-execution-spool-page-bytes))
-    (pcase-let ((`(,session ,address ,start ,total ,length) mevedel-execution-spool--source))
-      ;; Re-read the kept part from the log: the buffer's text is the
-      ;; log after colours and carriage returns, not its bytes.
-      (let* ((keep-from (- (+ start length) mevedel-execution-spool-page-bytes))
-             (res (ignore-errors
-                    (mevedel-execution-spool-read session address :as-user t
-                                                  :offset keep-from
-                                                  :length mevedel-execution-spool-page-bytes)))
-             (at-end (= (point) (point-max))))
-        (when res
-          (pcase-let ((`(,text ,new-start ,new-length)
-                       (mevedel-execution-spool--page-text res t nil)))
-            (let ((inhibit-read-only t))
-              (erase-buffer)
-              (setq ansi-color-context nil mevedel-execution-spool--held "")
-              (mevedel-execution-spool--insert text))
+    (pcase-let* ((`(,session ,address ,_start ,total ,length) mevedel-execution-spool--source)
+                 (end (+ (nth 2 mevedel-execution-spool--source) length))
+                 ;; The oldest place to cut that keeps at most a page.
+                 (cut (cl-find-if (lambda (c) (<= (- (buffer-size) (1- (marker-position (car c))))
+                                                  mevedel-execution-spool-page-bytes))
+                                  (reverse mevedel-execution-spool--cuts))))
+      (if cut
+          (let ((inhibit-read-only t))
+            (delete-region (point-min) (car cut))
             (setq mevedel-execution-spool--source
-                  (list session address new-start (max total (+ new-start new-length))
-                        new-length))
-            (goto-char (if at-end (point-max) (point-min)))))))))
+                  (list session address (cdr cut) total (- end (cdr cut))))
+            (mevedel-execution-spool--forget-cuts (cdr cut)))
+        (mevedel-execution-spool--trim-by-reading)))))
+
+(defun mevedel-execution-spool--forget-cuts (before)
+  "Forget the places to cut the buffer at bytes before BEFORE."
+  (setq mevedel-execution-spool--cuts
+        (cl-remove-if (lambda (c)
+                        (when (< (cdr c) (1+ before)) (set-marker (car c) nil) t))
+                      mevedel-execution-spool--cuts)))
+
+(defun mevedel-execution-spool--trim-by-reading ()
+  "Keep the last page of a followed buffer, read again from the log.
+For when no chunk boundary is near enough to cut at."
+  (mapc (lambda (c) (set-marker (car c) nil)) mevedel-execution-spool--cuts)
+  (setq mevedel-execution-spool--cuts nil)
+  (pcase-let ((`(,session ,address ,start ,total ,length) mevedel-execution-spool--source))
+    ;; Re-read the kept part from the log: the buffer's text is the
+    ;; log after colours and carriage returns, not its bytes.
+    (let* ((keep-from (- (+ start length) mevedel-execution-spool-page-bytes))
+           (res (ignore-errors
+                  (mevedel-execution-spool-read session address :as-user t
+                                                :offset keep-from
+                                                :length mevedel-execution-spool-page-bytes)))
+           (at-end (= (point) (point-max))))
+      (when res
+        (pcase-let ((`(,text ,new-start ,new-length)
+                     (mevedel-execution-spool--page-text res t nil)))
+          (let ((inhibit-read-only t))
+            (erase-buffer)
+            (setq ansi-color-context nil mevedel-execution-spool--held "")
+            (mevedel-execution-spool--insert text))
+          (setq mevedel-execution-spool--source
+                (list session address new-start (max total (+ new-start new-length))
+                      new-length))
+          (goto-char (if at-end (point-max) (point-min))))))))
 
 ;;;;; Acting on the execution shown
 
@@ -635,7 +731,6 @@ execution.  Return the buffer; an id without output signals a
          (buffer (or (mevedel-execution-spool-output-buffer
                       (mevedel-execution-session-id session) execution-id)
                      (get-buffer-create name))))
-    (ignore stat)
     (with-current-buffer buffer
       (unless (derived-mode-p 'mevedel-execution-spool-output-mode)
         (mevedel-execution-spool-output-mode))
@@ -650,8 +745,11 @@ execution.  Return the buffer; an id without output signals a
                    (or (file-remote-p cwd) (file-directory-p cwd)))
           (setq default-directory (file-name-as-directory cwd))))
       (mevedel-execution-spool--attach)
-      (mevedel-execution-spool--show session address 0)
-      (when from-end (mevedel-execution-spool-last-page))
+      (if (not from-end)
+          (mevedel-execution-spool--show session address 0)
+        (setq mevedel-execution-spool--source
+              (list session address 0 (or (plist-get stat :logical-bytes) 0) 0))
+        (mevedel-execution-spool-last-page))
       (mevedel-execution-spool--follow))
     (when (called-interactively-p 'interactive)
       (pop-to-buffer buffer))

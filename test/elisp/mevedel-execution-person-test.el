@@ -123,6 +123,9 @@ state and exit in its header, and a message says how it ended."
                        (get-text-property 0 'font-lock-face (ansi-color-apply "\e[31mx")))))
       (should (string-match-p "running" (mevedel-execution-person-test--header buffer)))
       (should-not (mevedel-execution-person-test--settled-p buffer))
+      ;; A window at the end stays at the end as output comes.
+      (set-window-buffer (selected-window) buffer)
+      (set-window-point (selected-window) (with-current-buffer buffer (point-max)))
       ;; Nothing is asked for: the next line comes by itself.
       (mevedel-execution-mailbox-test--open gate)
       (mevedel-execution-test--wait-until
@@ -132,6 +135,7 @@ state and exit in its header, and a message says how it ended."
        "the rest of the output and the end")
       (should (equal (mevedel-execution-person-test--text buffer)
                      "red plain\nstep 3\nmain.c:2:3: error: missing semicolon\n"))
+      (should (= (window-point (selected-window)) (with-current-buffer buffer (point-max))))
       (let ((header (mevedel-execution-person-test--header buffer)))
         (should (string-match-p "printf" header))
         (should (string-match-p "failed (exit 2)" header)))
@@ -148,6 +152,34 @@ state and exit in its header, and a message says how it ended."
           (should (= (line-number-at-pos) 2))
           (should (= (current-column) 2))))
       (kill-buffer "main.c"))))
+
+(ert-deftest mevedel-execution-person-test-follows-a-fast-producer ()
+  "A command that writes faster than the buffer reads is followed to its end.
+The log grows while each range is read, so the helper's size is
+often past what a read returned; the buffer keeps following, stays
+within two pages, and ends with the last line."
+  (mevedel-execution-person-test--with session
+    (ignore session)
+    (let* ((default-directory (mevedel-execution-person-test--project))
+           (mevedel-execution-spool-page-bytes 65536)
+           (buffer (mevedel-execution-shell-command "seq 1 200000")))
+      (mevedel-execution-test--wait-until
+       (lambda () (and (mevedel-execution-person-test--settled-p buffer)
+                       (string-suffix-p "\n199999\n200000\n"
+                                        (mevedel-execution-person-test--text buffer))))
+       "the last line of a fast producer")
+      (with-current-buffer buffer
+        (should (<= (buffer-size) (* 2 mevedel-execution-spool-page-bytes)))
+        ;; Whole lines from a line start, in order.
+        (goto-char (point-min))
+        (let ((previous nil))
+          (while (not (eobp))
+            (let ((n (string-to-number (buffer-substring (point) (line-end-position)))))
+              (when previous (should (= n (1+ previous))))
+              (setq previous n))
+            (forward-line 1)))
+        (should (string-match-p "bytes [0-9]+-1288895 of 1288895"
+                                (mevedel-execution-person-test--header buffer)))))))
 
 (ert-deftest mevedel-execution-person-test-output-pages-and-unknown-ids ()
   "Pages of a big log start and end at lines; an unknown id makes no buffer."
@@ -358,8 +390,17 @@ the limit ages finished rows out."
           (set-window-buffer (selected-window) panel)
           (mevedel-execution-panel--redraw)
           (should (equal (mevedel-execution-panel-test--ids) (list fail ok)))
-          ;; A panel on screen with live rows redraws its runtimes.
+          ;; A panel on screen with live rows redraws its runtimes; one
+          ;; that is hidden does not.
           (should (timerp mevedel-execution-panel--timer))
+          (let ((timer mevedel-execution-panel--timer))
+            (set-window-buffer (selected-window) (get-buffer-create "*scratch*"))
+            (mevedel-execution-panel--hidden-check nil)
+            (should-not mevedel-execution-panel--timer)
+            (should-not (memq timer timer-list))
+            (set-window-buffer (selected-window) panel)
+            (mevedel-execution-panel--redraw)
+            (should (timerp mevedel-execution-panel--timer)))
           (mevedel-execution-mailbox-test--open gate)
           (mevedel-execution-test--wait-until
            (lambda () (equal (mevedel-execution-panel-test--column fail "State") "completed 0"))
