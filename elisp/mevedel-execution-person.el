@@ -282,7 +282,7 @@ message says how the command ended."
 ;;;###autoload
 (defun mevedel-execution-compile (command &optional tty)
   "Run the build COMMAND through mevedel-exec, as `compile' would.
-The command is read as `compile' reads it (`compile-command',
+The command is read as `compile' reads it (`compile-command', option
 `compilation-read-command'); it runs in `default-directory' in the
 person's session of the project, and its output buffer,
 `mevedel-execution-compilation-buffer-name', is in a mode derived

@@ -391,7 +391,7 @@ Its name starts with a space, so it is hidden from buffer lists;
 afresh.")
 
 (defun mevedel-execution-show-stderr ()
-  "Show what the helper wrote to stderr: its log."
+  "Display what the helper wrote to stderr: its log."
   (interactive)
   (let ((buffer (get-buffer mevedel-execution-stderr-buffer)))
     (unless buffer (user-error "No helper has run in this Emacs yet"))
@@ -1055,7 +1055,7 @@ The text is on one line and at most 60 characters long."
     (truncate-string-to-width name 60 nil nil "…")))
 
 (defun mevedel-execution--report-recovered (session)
-  "Say which executions SESSION's last reopen marked lost, if any."
+  "Tell which executions SESSION's last reopen marked lost, if any."
   (let ((lost (mevedel-execution-session-recovered session)))
     (when lost
       (message "mevedel-exec: the helper had ended without recording the end of %s; marked lost"
