@@ -22,6 +22,11 @@
 
 ;;; Code:
 
+(require 'ansi-color)
+(require 'cl-lib)
+(require 'compile)
+(require 'parse-time)
+(require 'subr-x)
 (require 'mevedel-execution)
 
 (defgroup mevedel-execution-spool nil
@@ -85,8 +90,57 @@ Return (:address :logical-bytes :physical :physical-bytes :retired)."
 
 ;;;; Output buffers
 
+;; An output buffer shows one execution's log from byte START to byte
+;; END.  Pages are cut at line boundaries.  While it shows the end of
+;; the log, it follows it: each `exec/changed' that says the log grew
+;; makes it read the new range (and only that), and its final size
+;; after `exec/settled'.  Text goes in as a terminal would leave it:
+;; colours from escapes, a carriage return rewriting its line.  The
+;; mode derives from `compilation-mode', so `next-error' visits the
+;; file:line:col locations of compilers.
+
+(defface mevedel-execution-spool-header-failed '((t :inherit error))
+  "Face of a failed command's state in an output buffer's header line.")
+
+(defface mevedel-execution-spool-header-running '((t :inherit success))
+  "Face of a running command's state in an output buffer's header line.")
+
 (defvar-local mevedel-execution-spool--source nil
-  "What the current output buffer shows: (SESSION ADDRESS OFFSET TOTAL).")
+  "What the current output buffer shows: (SESSION ADDRESS START TOTAL LENGTH).
+START is the byte offset of its first byte, LENGTH how many bytes
+of the log it holds, TOTAL the log's size when last read.")
+
+(defvar-local mevedel-execution-spool--execution-id nil
+  "The execution whose output this buffer shows.")
+
+(defvar-local mevedel-execution-spool--facts nil
+  "The latest facts known of the execution shown, or nil.")
+
+(defvar-local mevedel-execution-spool--tailing nil
+  "Non-nil while the buffer ends where the log ended when last read.
+Only such a buffer follows the log; the log's size may have grown
+past it since (the helper counts bytes written after its read).")
+
+(defvar-local mevedel-execution-spool--cuts nil
+  "Where a followed buffer may be cut: (MARKER . BYTE), newest first.
+Each marks the start of an appended chunk that began a line, and
+the log's byte offset there.")
+
+(defvar-local mevedel-execution-spool--reading nil
+  "Non-nil while a read of new output is under way.")
+
+(defvar-local mevedel-execution-spool--held ""
+  "Text held back from the last read: a carriage return at its end.")
+
+(defvar-local mevedel-execution-spool--listener nil
+  "This buffer's function on `mevedel-execution-event-functions'.")
+
+(defvar-local mevedel-execution-spool--gone nil
+  "Non-nil once the helper that ran the execution exited while it ran.")
+
+(defvar-local mevedel-execution-spool-rerun-function nil
+  "Function that runs this buffer's command again, or nil.
+Set by `mevedel-execution-compile'; \\[mevedel-execution-spool-revert] calls it.")
 
 (defvar mevedel-execution-spool-output-mode-map
   (let ((map (make-sparse-keymap)))
@@ -95,36 +149,231 @@ Return (:address :logical-bytes :physical :physical-bytes :retired)."
     (define-key map (kbd "<") #'mevedel-execution-spool-first-page)
     (define-key map (kbd ">") #'mevedel-execution-spool-last-page)
     (define-key map (kbd "g") #'mevedel-execution-spool-revert)
+    (define-key map (kbd "C-c C-k") #'mevedel-execution-spool-stop)
+    (define-key map (kbd "C-c C-c") #'mevedel-execution-spool-interrupt)
+    (define-key map (kbd "s") #'mevedel-execution-spool-send-input)
     map)
   "Keys of `mevedel-execution-spool-output-mode'.")
 
-(define-derived-mode mevedel-execution-spool-output-mode special-mode "Exec-Output"
+(define-derived-mode mevedel-execution-spool-output-mode compilation-mode "Exec-Output"
   "Read-only view of an execution's output, one page at a time.
+While it shows the end of a running command's output it follows
+it.  Colour escapes are rendered and carriage returns rewrite
+their line.  As in `compilation-mode', \\[next-error] visits the
+locations of errors.  The header line says what runs and how it
+ended.
 \\{mevedel-execution-spool-output-mode-map}"
-  (setq-local truncate-lines nil))
+  (setq-local truncate-lines nil)
+  (setq-local ansi-color-context nil)
+  (setq-local revert-buffer-function #'mevedel-execution-spool--revert-buffer)
+  (setq-local next-error-function #'mevedel-execution-spool--next-error)
+  (setq header-line-format '(:eval (mevedel-execution-spool--header)))
+  (add-hook 'kill-buffer-hook #'mevedel-execution-spool--detach nil t)
+  (add-hook 'change-major-mode-hook #'mevedel-execution-spool--detach nil t))
 
-(defun mevedel-execution-spool--show (session address offset)
-  "Show the page of ADDRESS in SESSION that starts at byte OFFSET."
-  (let* ((res (mevedel-execution-spool-read session address :as-user t
-                                            :offset (max 0 offset)
-                                            :length mevedel-execution-spool-page-bytes))
-         (total (plist-get res :total-bytes))
-         (start (plist-get res :offset))
-         (inhibit-read-only t))
-    (erase-buffer)
-    (insert (plist-get res :text))
-    (goto-char (point-min))
-    (setq mevedel-execution-spool--source
-          (list session address start total (plist-get res :length)))
-    (setq header-line-format
-          (format " %s  bytes %d-%d of %d  [n]ext [p]revious [<] first [>] last"
-                  address start (+ start (plist-get res :length)) total))))
+(declare-function compilation--ensure-parse "compile")
 
-(defun mevedel-execution-spool--page (fn)
-  "Move to the page FN computes from (OFFSET TOTAL LENGTH)."
+(defun mevedel-execution-spool--next-error (n &optional reset)
+  "Visit the Nth next error, as `compilation-next-error-function' does.
+RESET starts from the first.  The output of a command may start
+with an error message, where a compile buffer has its header line:
+that first message counts as the first step."
+  (when reset (setq compilation-current-error nil))
+  (when (and (null compilation-current-error) (> n 0)
+             (< (point-min) (point-max)))
+    (compilation--ensure-parse
+     (min (point-max) (1+ (save-excursion (goto-char (point-min)) (line-end-position)))))
+    (when (get-text-property (point-min) 'compilation-message)
+      (setq n (1- n))))
+  (compilation-next-error-function n))
+
+(defun mevedel-execution-spool--revert-buffer (&rest _)
+  "The `revert-buffer-function' of output buffers."
+  (mevedel-execution-spool-revert))
+
+;;;;; Facts in words
+
+(defun mevedel-execution-spool--seconds (facts)
+  "Return how long the execution of FACTS ran or has run, in seconds, or nil."
+  (let ((start (plist-get facts :started-at))
+        (end (plist-get facts :ended-at)))
+    (cond
+     ((and (stringp start) (not end))
+      (let ((t0 (ignore-errors (parse-iso8601-time-string start))))
+        (and t0 (max 0 (floor (float-time (time-subtract nil t0)))))))
+     ((plist-get facts :wall-ms) (/ (plist-get facts :wall-ms) 1000)))))
+
+(defun mevedel-execution-spool-duration (seconds)
+  "Return SECONDS as a short duration: 9s, 4m07s, 2h05m; \"-\" for nil."
+  (cond ((null seconds) "-")
+        ((< seconds 60) (format "%ds" seconds))
+        ((< seconds 3600) (format "%dm%02ds" (/ seconds 60) (% seconds 60)))
+        (t (format "%dh%02dm" (/ seconds 3600) (% (/ seconds 60) 60)))))
+
+(defun mevedel-execution-spool-state-text (facts)
+  "Return the state of FACTS in words: running, waiting, or how it ended.
+A settled execution shows its status and exit code (or signal):
+\"failed (exit 2)\", \"completed (exit 0)\", \"stopped\"."
+  (let ((state (plist-get facts :state)))
+    (cond
+     ((null facts) "?")
+     ((equal state "settled")
+      (let ((status (or (plist-get facts :status) "ended"))
+            (code (plist-get facts :exit-code))
+            (signal (plist-get facts :signal)))
+        (cond (code (format "%s (exit %d)" status code))
+              ((and signal (not (equal status "stopped"))) (format "%s (%s)" status signal))
+              (t status))))
+     ((plist-get facts :waiting-for-input) "waiting for input")
+     (t (or state "?")))))
+
+(defun mevedel-execution-spool--header ()
+  "Return the header line of the current output buffer."
+  (pcase-let* ((`(,_session ,address ,start ,total ,length) mevedel-execution-spool--source)
+               (facts mevedel-execution-spool--facts)
+               (state (mevedel-execution-spool-state-text facts))
+               (failed (equal (plist-get facts :outcome) "failure"))
+               (command (plist-get facts :command))
+               (label (plist-get facts :label))
+               (paged (and total (or (> (or start 0) 0) (not mevedel-execution-spool--tailing)))))
+    (string-replace
+     "%" "%%"
+     (concat
+      " "
+      (string-join
+       (delq nil
+             (list (and label (not (equal label command)) (propertize label 'face 'bold))
+                   (and command (truncate-string-to-width
+                                 (mevedel-execution-spool--one-line command) 50 nil nil "…"))
+                   (and (null facts) (or mevedel-execution-spool--execution-id address))
+                   (propertize (if mevedel-execution-spool--gone
+                                   (concat state ", helper exited")
+                                 state)
+                               'face (cond (failed 'mevedel-execution-spool-header-failed)
+                                           ((member (plist-get facts :state) '("running" "queued"))
+                                            'mevedel-execution-spool-header-running)
+                                           (t 'shadow)))
+                   (and facts (mevedel-execution-spool-duration
+                               (mevedel-execution-spool--seconds facts)))
+                   (and paged (format "bytes %d-%d of %d  [n]ext [p]revious [<] first [>] last"
+                                      start (+ start length) total))))
+       " · ")))))
+
+(defun mevedel-execution-spool--one-line (text)
+  "Return TEXT with its runs of whitespace made one space."
+  (string-trim (replace-regexp-in-string "[ \t\n\r]+" " " text)))
+
+;;;;; Putting text in
+
+(defun mevedel-execution-spool--carriage-motion (start end)
+  "Make the carriage returns between START and END act as a terminal's.
+CR LF is a newline; a lone CR goes back to the start of its line,
+so what follows it replaces the line, as comint shows progress bars."
+  (save-excursion
+    (goto-char start)
+    (while (search-forward "\r" end t)
+      (if (eq (char-after) ?\n)
+          (progn (delete-char -1) (setq end (1- end)))
+        (let ((bol (line-beginning-position)))
+          (setq end (- end (- (point) bol)))
+          (delete-region bol (point)))))))
+
+(defun mevedel-execution-spool--insert (text)
+  "Append the log TEXT to the buffer as a terminal would show it.
+Windows whose point was at the end stay at the end."
+  (let* ((inhibit-read-only t)
+         (text (concat mevedel-execution-spool--held text))
+         (at-end (= (point) (point-max)))
+         (windows (cl-remove-if-not (lambda (w) (= (window-point w) (point-max)))
+                                    (get-buffer-window-list (current-buffer) nil t))))
+    ;; A CR at the very end may be the first half of a CR LF.
+    (if (string-suffix-p "\r" text)
+        (setq mevedel-execution-spool--held "\r"
+              text (substring text 0 -1))
+      (setq mevedel-execution-spool--held ""))
+    (save-excursion
+      (goto-char (point-max))
+      (let ((start (line-beginning-position)))
+        ;; Most output has neither escapes nor carriage returns: it
+        ;; goes in as it is, which is several times faster.
+        (insert (if (or ansi-color-context (string-search "\e" text))
+                    (ansi-color-apply text)
+                  text))
+        (when (string-search "\r" text)
+          (mevedel-execution-spool--carriage-motion start (point-max)))))
+    (when at-end (goto-char (point-max)))
+    (dolist (w windows) (set-window-point w (point-max)))))
+
+(defun mevedel-execution-spool--page-text (res align-start cut-end)
+  "Return (TEXT START LENGTH) of the spool/read answer RES, cut at lines.
+With ALIGN-START, a first line the read began inside is dropped;
+with CUT-END, a last line without its newline is, unless the text
+is a single line.  What is dropped is counted with `string-bytes':
+Emacs keeps a decoded string in UTF-8, so that is its length in the
+log, at no cost."
+  (let* ((text (or (plist-get res :text) ""))
+         (start (or (plist-get res :offset) 0))
+         (length (or (plist-get res :length) 0)))
+    (when (and align-start (> start 0))
+      (let ((nl (string-search "\n" text)))
+        (when (and nl (< (1+ nl) (length text)))
+          (let ((skip (string-bytes (substring text 0 (1+ nl)))))
+            (setq text (substring text (1+ nl))
+                  start (+ start skip)
+                  length (- length skip))))))
+    ;; Only a full page ends inside the log: a shorter read reached its
+    ;; end as it was then, and the line it ends in goes on when followed.
+    (when (and cut-end (not (plist-get res :eof))
+               (>= (or (plist-get res :length) 0) mevedel-execution-spool-page-bytes))
+      (let ((nl (save-match-data
+                  (and (string-match "\n[^\n]*\\'" text) (match-beginning 0)))))
+        (when (and nl (< (1+ nl) (length text)))
+          (let ((drop (string-bytes (substring text (1+ nl)))))
+            (setq text (substring text 0 (1+ nl))
+                  length (- length drop))))))
+    (list text start length)))
+
+;;;;; Pages
+
+(defun mevedel-execution-spool--show (session address offset &optional align follow)
+  "Show the page of ADDRESS in SESSION that starts at byte OFFSET.
+ALIGN non-nil says OFFSET may fall inside a line: the page then
+starts at the next line.  FOLLOW non-nil says the page is the
+log's last: what is written after it is followed."
+  (mevedel-execution-spool--show-page
+   session address
+   (mevedel-execution-spool-read session address :as-user t
+                                 :offset (max 0 offset)
+                                 :length mevedel-execution-spool-page-bytes)
+   align follow)
+  (goto-char (point-min)))
+
+(defun mevedel-execution-spool--show-page (session address res align follow)
+  "Show RES, a page of ADDRESS in SESSION, in place of the buffer's text.
+ALIGN and FOLLOW as in `mevedel-execution-spool--show'."
+  (let ((total (plist-get res :total-bytes))
+        (inhibit-read-only t))
+    (pcase-let ((`(,text ,start ,length) (mevedel-execution-spool--page-text res align t)))
+      (erase-buffer)
+      (setq ansi-color-context nil
+            mevedel-execution-spool--held "")
+      (mapc (lambda (c) (set-marker (car c) nil)) mevedel-execution-spool--cuts)
+      (setq mevedel-execution-spool--cuts nil)
+      ;; A read shorter than a page reached the end: bytes written since
+      ;; (TOTAL may count them) come by following.
+      (setq mevedel-execution-spool--tailing
+            (or follow (plist-get res :eof)
+                (< (or (plist-get res :length) 0) mevedel-execution-spool-page-bytes)))
+      (setq mevedel-execution-spool--source (list session address start total length))
+      (mevedel-execution-spool--insert text))))
+
+(defun mevedel-execution-spool--page (fn &optional align follow)
+  "Move to the page FN computes from (OFFSET TOTAL LENGTH).
+ALIGN and FOLLOW as in `mevedel-execution-spool--show'."
   (pcase-let ((`(,session ,address ,offset ,total ,length) mevedel-execution-spool--source))
     (unless session (user-error "Not an output buffer"))
-    (mevedel-execution-spool--show session address (funcall fn offset total length))))
+    (mevedel-execution-spool--show session address (funcall fn offset total length)
+                                   align follow)))
 
 (defun mevedel-execution-spool-next-page ()
   "Show the next page of the output."
@@ -139,7 +388,8 @@ Return (:address :logical-bytes :physical :physical-bytes :retired)."
   (mevedel-execution-spool--page
    (lambda (offset _total _length)
      (if (<= offset 0) (user-error "First page")
-       (max 0 (- offset mevedel-execution-spool-page-bytes))))))
+       (max 0 (- offset mevedel-execution-spool-page-bytes))))
+   t))
 
 (defun mevedel-execution-spool-first-page ()
   "Show the first page of the output."
@@ -147,35 +397,360 @@ Return (:address :logical-bytes :physical :physical-bytes :retired)."
   (mevedel-execution-spool--page (lambda (&rest _) 0)))
 
 (defun mevedel-execution-spool-last-page ()
-  "Show the last page of the output."
+  "Show the last page of the output; it follows the output from there."
   (interactive)
   (mevedel-execution-spool--page
-   (lambda (_offset total _length) (max 0 (- total mevedel-execution-spool-page-bytes)))))
+   (lambda (_offset total _length) (max 0 (- total mevedel-execution-spool-page-bytes)))
+   t t)
+  (goto-char (point-max))
+  (mevedel-execution-spool--follow))
 
 (defun mevedel-execution-spool-revert ()
-  "Show the current page again, as it is now."
+  "Show the current page again, as it is now; in a build's buffer, run it again."
   (interactive)
-  (mevedel-execution-spool--page (lambda (offset &rest _) offset)))
+  (if mevedel-execution-spool-rerun-function
+      (funcall mevedel-execution-spool-rerun-function)
+    (mevedel-execution-spool--page (lambda (offset &rest _) offset))
+    (mevedel-execution-spool--follow)))
+
+;;;;; Following
+
+(defun mevedel-execution-spool--detach ()
+  "Stop following the helper's events in this buffer."
+  (when mevedel-execution-spool--listener
+    (remove-hook 'mevedel-execution-event-functions mevedel-execution-spool--listener)
+    (setq mevedel-execution-spool--listener nil)))
+
+(defun mevedel-execution-spool--attach ()
+  "Follow the helper's events about this buffer's execution."
+  (unless mevedel-execution-spool--listener
+    (let ((buffer (current-buffer))
+          (listener nil))
+      (setq listener
+            (lambda (type plist)
+              (if (not (buffer-live-p buffer))
+                  (remove-hook 'mevedel-execution-event-functions listener)
+                (with-current-buffer buffer
+                  (mevedel-execution-spool--on-event type plist)))))
+      (setq mevedel-execution-spool--listener listener)
+      (add-hook 'mevedel-execution-event-functions listener))))
+
+(defun mevedel-execution-spool--on-event (type plist)
+  "Handle the event TYPE with PLIST for this output buffer."
+  (let* ((session (car mevedel-execution-spool--source))
+         (sid (and session (mevedel-execution-session-id session)))
+         (id mevedel-execution-spool--execution-id))
+    (pcase type
+      ('changed
+       (when (equal (plist-get plist :session-id) sid)
+         (let ((facts (cl-find id (plist-get plist :live)
+                               :key (lambda (f) (plist-get f :execution-id)) :test #'equal)))
+           (when facts
+             (mevedel-execution-spool-note-facts facts)))))
+      ('settled
+       (let ((facts (plist-get plist :facts)))
+         (when (and (equal (plist-get plist :session-id) sid)
+                    (equal (plist-get facts :execution-id) id))
+           (mevedel-execution-spool-note-facts facts))))
+      ('exit
+       (when (and session
+                  (eql (plist-get plist :generation)
+                       (mevedel-execution-session-generation session))
+                  (not (equal (plist-get mevedel-execution-spool--facts :state) "settled")))
+         (setq mevedel-execution-spool--gone t)
+         (mevedel-execution-spool--detach)
+         (force-mode-line-update))))))
+
+(defun mevedel-execution-spool-note-facts (facts)
+  "Take FACTS, newer facts of this buffer's execution, and read what is new.
+Older facts than those held are ignored."
+  (let ((old mevedel-execution-spool--facts))
+    (when (or (null old)
+              (and (equal (plist-get facts :state) "settled")
+                   (not (equal (plist-get old :state) "settled")))
+              (>= (or (plist-get facts :version) 0) (or (plist-get old :version) 0)))
+      (setq mevedel-execution-spool--facts facts)
+      (force-mode-line-update)
+      (mevedel-execution-spool--follow))))
+
+(defun mevedel-execution-spool--follow ()
+  "Read the output past this buffer's end, if it shows the end and there is more."
+  (pcase-let ((`(,session ,address ,start ,_total ,length) mevedel-execution-spool--source))
+    (let ((size (plist-get mevedel-execution-spool--facts :output-bytes))
+          (end (and start (+ start length)))
+          (buffer (current-buffer)))
+      (when (and session end mevedel-execution-spool--tailing (not mevedel-execution-spool--reading)
+                 (integerp size) (> size end)
+                 (mevedel-execution-session-open-p session))
+        (if (> (- size end) (* 2 mevedel-execution-spool-page-bytes))
+            ;; More than the buffer keeps came since: what it would drop
+            ;; at once is not read at all.  Jump to the last page.
+            (mevedel-execution-spool--jump-to-tail size)
+          (mevedel-execution-spool--read-more session address end size buffer))))))
+
+(defun mevedel-execution-spool--jump-to-tail (size)
+  "Show the last page of a log of SIZE bytes and follow it from there.
+The page is read without waiting; windows that were at the end when
+it comes stay at the end."
+  (pcase-let ((`(,session ,address ,start ,_total ,length) mevedel-execution-spool--source)
+              (buffer (current-buffer)))
+    (setq mevedel-execution-spool--reading t)
+    (mevedel-execution-request-async
+     session 'spool/read
+     (list :as "user" :address address
+           :offset (max 0 (- size mevedel-execution-spool-page-bytes))
+           :length mevedel-execution-spool-page-bytes)
+     :on-result
+     (lambda (res)
+       (when (buffer-live-p buffer)
+         (with-current-buffer buffer
+           (setq mevedel-execution-spool--reading nil)
+           ;; Unless the person moved to another page meanwhile.
+           (when (equal (list start length)
+                        (list (nth 2 mevedel-execution-spool--source)
+                              (nth 4 mevedel-execution-spool--source)))
+             (let ((at-end (= (point) (point-max)))
+                   (windows (cl-remove-if-not
+                             (lambda (w) (= (window-point w) (point-max)))
+                             (get-buffer-window-list buffer nil t))))
+               (mevedel-execution-spool--show-page session address res t t)
+               (goto-char (if at-end (point-max) (point-min)))
+               (dolist (w windows) (set-window-point w (point-max)))
+               (mevedel-execution-spool--follow))))))
+     :on-error
+     (lambda (_err)
+       (when (buffer-live-p buffer)
+         (with-current-buffer buffer (setq mevedel-execution-spool--reading nil))))
+     :timeout 60)))
+
+(defun mevedel-execution-spool--read-more (session address end size buffer)
+  "Read ADDRESS of SESSION from END, up to SIZE, and append it to BUFFER."
+  (setq mevedel-execution-spool--reading t)
+  (condition-case err
+      (mevedel-execution-request-async
+       session 'spool/read
+       (list :as "user" :address address :offset end
+             :length (min (- size end) mevedel-execution-spool-page-bytes))
+       :on-result
+       (lambda (res)
+         (when (buffer-live-p buffer)
+           (with-current-buffer buffer
+             (setq mevedel-execution-spool--reading nil)
+             (mevedel-execution-spool--append res end))))
+       :on-error
+       (lambda (_err)
+         (when (buffer-live-p buffer)
+           (with-current-buffer buffer (setq mevedel-execution-spool--reading nil))))
+       :timeout 60)
+    (error
+     (setq mevedel-execution-spool--reading nil)
+     (message "mevedel-exec: reading %s: %s" address (error-message-string err)))))
+
+(defun mevedel-execution-spool--append (res end)
+  "Append the spool/read answer RES, read from byte END, then read on."
+  (pcase-let ((`(,session ,address ,start ,_total ,length) mevedel-execution-spool--source))
+    ;; A page change since the read was sent: it is not ours to add.
+    (when (eql (+ start length) end)
+      (let ((got (or (plist-get res :length) 0)))
+        ;; A chunk that starts a line is where the buffer can later be
+        ;; cut without reading the log again.
+        (when (and (string-empty-p mevedel-execution-spool--held)
+                   (save-excursion (goto-char (point-max)) (bolp))
+                   (> (buffer-size) 0))
+          (push (cons (copy-marker (point-max)) end) mevedel-execution-spool--cuts))
+        (mevedel-execution-spool--insert (or (plist-get res :text) ""))
+        (setq mevedel-execution-spool--source
+              (list session address start
+                    (max (or (plist-get res :total-bytes) 0) (+ end got))
+                    (+ length got)))
+        (mevedel-execution-spool--trim)
+        (force-mode-line-update)
+        (when (> got 0) (mevedel-execution-spool--follow))))))
+
+(defun mevedel-execution-spool--trim ()
+  "Keep a followed buffer within two pages: drop whole lines from its start.
+The first byte shown moves on by what was dropped, counted from the
+log's text, so paging back still starts where the buffer does."
+  (when (> (buffer-size) (* 2 mevedel-execution-spool-page-bytes))
+    (pcase-let* ((`(,session ,address ,_start ,total ,length) mevedel-execution-spool--source)
+                 (end (+ (nth 2 mevedel-execution-spool--source) length))
+                 ;; The oldest place to cut that keeps at most a page.
+                 (cut (cl-find-if (lambda (c) (<= (- (buffer-size) (1- (marker-position (car c))))
+                                                  mevedel-execution-spool-page-bytes))
+                                  (reverse mevedel-execution-spool--cuts))))
+      (if cut
+          (let ((inhibit-read-only t))
+            (delete-region (point-min) (car cut))
+            (setq mevedel-execution-spool--source
+                  (list session address (cdr cut) total (- end (cdr cut))))
+            (mevedel-execution-spool--forget-cuts (cdr cut)))
+        (mevedel-execution-spool--trim-by-reading)))))
+
+(defun mevedel-execution-spool--forget-cuts (before)
+  "Forget the places to cut the buffer at bytes before BEFORE."
+  (setq mevedel-execution-spool--cuts
+        (cl-remove-if (lambda (c)
+                        (when (< (cdr c) (1+ before)) (set-marker (car c) nil) t))
+                      mevedel-execution-spool--cuts)))
+
+(defun mevedel-execution-spool--trim-by-reading ()
+  "Keep the last page of a followed buffer, read again from the log.
+For when no chunk boundary is near enough to cut at."
+  (mapc (lambda (c) (set-marker (car c) nil)) mevedel-execution-spool--cuts)
+  (setq mevedel-execution-spool--cuts nil)
+  (pcase-let ((`(,session ,address ,start ,total ,length) mevedel-execution-spool--source))
+    ;; Re-read the kept part from the log: the buffer's text is the
+    ;; log after colours and carriage returns, not its bytes.
+    (let* ((keep-from (- (+ start length) mevedel-execution-spool-page-bytes))
+           (res (ignore-errors
+                  (mevedel-execution-spool-read session address :as-user t
+                                                :offset keep-from
+                                                :length mevedel-execution-spool-page-bytes)))
+           (at-end (= (point) (point-max))))
+      (when res
+        (pcase-let ((`(,text ,new-start ,new-length)
+                     (mevedel-execution-spool--page-text res t nil)))
+          (let ((inhibit-read-only t))
+            (erase-buffer)
+            (setq ansi-color-context nil mevedel-execution-spool--held "")
+            (mevedel-execution-spool--insert text))
+          (setq mevedel-execution-spool--source
+                (list session address new-start (max total (+ new-start new-length))
+                      new-length))
+          (goto-char (if at-end (point-max) (point-min))))))))
+
+;;;;; Acting on the execution shown
+
+(defun mevedel-execution-spool--session-and-id ()
+  "Return (SESSION . ID) of this output buffer, or signal a `user-error'."
+  (let ((session (car mevedel-execution-spool--source)))
+    (unless (and session mevedel-execution-spool--execution-id)
+      (user-error "Not an output buffer"))
+    (unless (mevedel-execution-session-open-p session)
+      (user-error "Session %s is closed" (mevedel-execution-session-id session)))
+    (cons session mevedel-execution-spool--execution-id)))
+
+(defun mevedel-execution-spool-stop ()
+  "Stop the command whose output this buffer shows."
+  (interactive)
+  (pcase-let ((`(,session . ,id) (mevedel-execution-spool--session-and-id))
+              (name (mevedel-execution-describe mevedel-execution-spool--facts)))
+    (mevedel-execution-note-person-stop (mevedel-execution-session-id session) id)
+    (mevedel-execution-stop-user
+     session id
+     (lambda (obs)
+       (let ((err (plist-get obs :error)))
+         (message "mevedel-exec: %s"
+                  (if err (format "stopping \"%s\": %s" name (plist-get err :message))
+                    (format "\"%s\" %s" name
+                            (or (plist-get (plist-get obs :facts) :status) "stopped")))))))
+    (message "mevedel-exec: stopping \"%s\"..." name)))
+
+(defun mevedel-execution-spool-interrupt ()
+  "Send Ctrl-C to the command whose output this buffer shows."
+  (interactive)
+  (pcase-let ((`(,session . ,id) (mevedel-execution-spool--session-and-id)))
+    (mevedel-execution-request-async
+     session 'exec/interrupt (list :as "user" :execution-id id)
+     :on-error (lambda (err) (message "mevedel-exec: interrupting: %s" (plist-get err :message)))
+     :timeout mevedel-execution-request-timeout)))
+
+(defun mevedel-execution-spool-send-input (line)
+  "Type LINE and a newline into the command shown (it needs a terminal)."
+  (interactive
+   (progn
+     (mevedel-execution-spool--session-and-id)
+     (unless (plist-get mevedel-execution-spool--facts :tty)
+       (user-error "This command has no terminal; only Ctrl-C reaches it"))
+     (list (read-string (format "Input to \"%s\": "
+                                (mevedel-execution-describe mevedel-execution-spool--facts))))))
+  (pcase-let ((`(,session . ,id) (mevedel-execution-spool--session-and-id)))
+    (mevedel-execution-write-user
+     session id (concat line "\n")
+     (lambda (obs)
+       (let ((err (plist-get obs :error)))
+         (when err (message "mevedel-exec: input not sent: %s" (plist-get err :message))))))))
+
+;;;;; Opening
+
+(defun mevedel-execution-spool--read-execution (session)
+  "Read an execution id of SESSION, offering each log as its command."
+  (let* ((ids (mapcar #'file-name-base (mevedel-execution-spool-glob session :as-user t)))
+         (live (ignore-errors (mevedel-execution-list-user session)))
+         (choices (mapcar (lambda (id)
+                            (let ((f (cl-find id live :key (lambda (f) (plist-get f :execution-id))
+                                              :test #'equal)))
+                              (cons (if f (format "%s  %s" id (mevedel-execution-describe f)) id)
+                                    id)))
+                          (reverse ids))))
+    (unless choices (user-error "Session %s has no output yet" (mevedel-execution-session-id session)))
+    (let ((choice (completing-read "Output of: " choices nil t)))
+      (or (cdr (assoc choice choices)) choice))))
+
+(defun mevedel-execution-spool--initial-facts (session execution-id)
+  "Return what the helper still knows of EXECUTION-ID in SESSION, or nil.
+A look under user authority: it claims nothing."
+  (ignore-errors
+    (plist-get (mevedel-execution-request
+                session 'exec/observe (list :as "user" :execution-id execution-id
+                                            :max-output-chars 1))
+               :facts)))
+
+(defun mevedel-execution-spool-output-buffer (session-id execution-id)
+  "Return the live output buffer of EXECUTION-ID in SESSION-ID, or nil."
+  (cl-find-if (lambda (b)
+                (with-current-buffer b
+                  (and (derived-mode-p 'mevedel-execution-spool-output-mode)
+                       (equal mevedel-execution-spool--execution-id execution-id)
+                       mevedel-execution-buffer-session
+                       (equal (mevedel-execution-session-id mevedel-execution-buffer-session)
+                              session-id))))
+              (buffer-list)))
 
 ;;;###autoload
-(defun mevedel-execution-spool-open-output (session execution-id &optional from-end)
+(defun mevedel-execution-spool-open-output (session execution-id &optional from-end facts)
   "Show the full output of EXECUTION-ID in SESSION in a read-only buffer.
 The buffer holds one page (`mevedel-execution-spool-page-bytes') at a
-time, never the whole log; FROM-END starts at the last page.  Return
-the buffer."
+time, cut at line boundaries, never the whole log; FROM-END starts at
+the last page.  While it shows the end of a running command's output
+it follows it.  FACTS, when known, are the execution's facts.
+Interactively, read the session (the current buffer's first) and the
+execution.  Return the buffer; an id without output signals a
+`user-error' and makes no buffer."
   (interactive
-   (let ((session (or (car (mevedel-execution-sessions)) (user-error "No open session"))))
-     (list session
-           (completing-read "Execution: "
-                            (mapcar (lambda (a) (file-name-base a))
-                                    (mevedel-execution-spool-glob session :as-user t)))
-           current-prefix-arg)))
+   (let ((session (mevedel-execution-read-session "Session")))
+     (list session (mevedel-execution-spool--read-execution session) current-prefix-arg)))
   (let* ((address (mevedel-execution-spool-address execution-id))
-         (buffer (get-buffer-create (format "*mevedel-exec output %s*" execution-id))))
+         (name (format "*mevedel-exec output %s*" execution-id))
+         (stat (condition-case err
+                   (mevedel-execution-spool-stat session address :as-user t)
+                 (mevedel-execution-helper-error
+                  (user-error "No output of %s in session %s: %s"
+                              execution-id (mevedel-execution-session-id session)
+                              (plist-get (nth 2 err) :message)))))
+         (buffer (or (mevedel-execution-spool-output-buffer
+                      (mevedel-execution-session-id session) execution-id)
+                     (get-buffer-create name))))
     (with-current-buffer buffer
-      (mevedel-execution-spool-output-mode)
-      (mevedel-execution-spool--show session address 0)
-      (when from-end (mevedel-execution-spool-last-page)))
+      (unless (derived-mode-p 'mevedel-execution-spool-output-mode)
+        (mevedel-execution-spool-output-mode))
+      (setq mevedel-execution-buffer-session session)
+      (setq mevedel-execution-spool--execution-id execution-id)
+      (setq mevedel-execution-spool--gone nil)
+      (setq mevedel-execution-spool--facts
+            (or facts mevedel-execution-spool--facts
+                (mevedel-execution-spool--initial-facts session execution-id)))
+      (let ((cwd (plist-get mevedel-execution-spool--facts :cwd)))
+        (when (and (stringp cwd) (file-name-absolute-p cwd)
+                   (or (file-remote-p cwd) (file-directory-p cwd)))
+          (setq default-directory (file-name-as-directory cwd))))
+      (mevedel-execution-spool--attach)
+      (if (not from-end)
+          (mevedel-execution-spool--show session address 0)
+        (setq mevedel-execution-spool--source
+              (list session address 0 (or (plist-get stat :logical-bytes) 0) 0))
+        (mevedel-execution-spool-last-page))
+      (mevedel-execution-spool--follow))
     (when (called-interactively-p 'interactive)
       (pop-to-buffer buffer))
     buffer))

@@ -247,6 +247,18 @@ neither:
           " "
           (mevedel-execution-transcript--ending status exit-code signal)))
 
+(defun mevedel-execution-transcript-ended-text (noun label command status exit-code signal)
+  "Return NOUN, the name of LABEL or else COMMAND, and how it ended.
+STATUS, EXIT-CODE and SIGNAL are worded as in breadcrumbs:
+
+  Build \"make\" failed (exit code 2)"
+  (concat noun (mevedel-execution-transcript--quoted-name label command)
+          " " (mevedel-execution-transcript--ending status exit-code signal)))
+
+(defun mevedel-execution-transcript-named-text (noun label command)
+  "Return NOUN and the quoted name of LABEL or else COMMAND: Build \"make\"."
+  (concat noun (mevedel-execution-transcript--quoted-name label command)))
+
 (defun mevedel-execution-transcript--attr-int (attrs key)
   "Return KEY of ATTRS as an integer, or nil when it is not a whole number."
   (let ((v (plist-get attrs key)))

@@ -70,6 +70,7 @@
 
 (declare-function jsonrpc--async-request-1 "jsonrpc")
 (declare-function jsonrpc--process "jsonrpc")
+(declare-function project-root "project")
 
 ;;;; Customization
 
@@ -211,6 +212,7 @@ order of the helper's messages, and may make synchronous calls.")
     (exec/interrupt :session-id :as :execution-id)
     (exec/list :session-id :owner :as)
     (exec/stopAll :session-id :owner :as)
+    (exec/forward :session-id :execution-id :port)
     (spool/read :session-id :owner :as :address :offset :length :line :lines)
     (spool/grep :session-id :owner :as :pattern :glob :addresses :max-matches
                 :context)
@@ -382,17 +384,50 @@ nothing either; the filter schedules the queue as it leaves."
       ;; A quit or a throw out of a handler leaves the rest for later.
       (mevedel-execution--schedule-drain))))
 
+(defconst mevedel-execution-stderr-buffer " *mevedel-exec stderr*"
+  "The buffer holding what the running helper writes to stderr.
+Its name starts with a space, so it is hidden from buffer lists;
+`mevedel-execution-show-stderr' shows it.  A new helper starts it
+afresh.")
+
+(defun mevedel-execution-show-stderr ()
+  "Display what the helper wrote to stderr: its log."
+  (interactive)
+  (let ((buffer (get-buffer mevedel-execution-stderr-buffer)))
+    (unless buffer (user-error "No helper has run in this Emacs yet"))
+    (display-buffer buffer)))
+
 (cl-defmethod initialize-instance :after ((conn mevedel-execution-connection) &optional _slots)
-  "Note in `mevedel-execution--in-filter' when CONN's process filter runs."
+  "Note in `mevedel-execution--in-filter' when CONN's process filter runs.
+Without event logging nothing of CONN reaches a visible events
+buffer, and jsonrpc's own exit banner stays out of the echo area
+\(and out of a batch Emacs's output): deaths are reported here."
   (let* ((proc (jsonrpc--process conn))
-         (filter (process-filter proc)))
+         (filter (process-filter proc))
+         (sentinel (process-sentinel proc)))
     (set-process-filter
      proc
      (lambda (proc string)
        (unwind-protect
            (let ((mevedel-execution--in-filter t))
              (funcall filter proc string))
-         (mevedel-execution--schedule-drain))))))
+         (mevedel-execution--schedule-drain))))
+    (set-process-sentinel
+     proc
+     (lambda (proc change)
+       (cl-letf (((symbol-function 'jsonrpc--message) #'ignore))
+         (funcall sentinel proc change))))
+    (unless (and (integerp mevedel-execution-events-buffer-size)
+                 (> mevedel-execution-events-buffer-size 0))
+      (when (eql mevedel-execution-events-buffer-size 0)
+        ;; jsonrpc copies every stderr line into the events buffer
+        ;; and writes a banner there at exit, logging or not.
+        (let ((stderr (process-get proc 'jsonrpc-stderr)))
+          (when (buffer-live-p stderr)
+            (with-current-buffer stderr
+              (kill-local-variable 'after-change-functions))))
+        (setf (slot-value conn '-events-buffer)
+              (get-buffer-create " *mevedel-exec events*"))))))
 
 (defun mevedel-execution--generation (conn)
   "Return the generation of CONN's helper."
@@ -614,15 +649,21 @@ the process filter, which only this file's bookkeeping may ask."
                         (list :code -32005 :kind "timeout"
                               :message (format "%s: no answer within %s s" method timeout)))))
            :timeout timeout)))
-    (cons conn (car id-and-timer))))
+    ;; The helper's generation, not the connection: a handle is
+    ;; printed where a person evaluates a start, and it stays short.
+    (cons (mevedel-execution--generation conn) (car id-and-timer))))
 
 (defun mevedel-execution-abort (handle)
   "Abort the request HANDLE, as returned by an asynchronous call.
 The helper is sent `$/cancelRequest': a start that has not yielded
 yet is aborted (its callback receives the final observation, with
-termination \"aborted\"); a waiting observation answers at once."
-  (pcase-let ((`(,conn . ,id) handle))
-    (when (and conn id (jsonrpc-running-p conn))
+termination \"aborted\"); a waiting observation answers at once.
+HANDLE is (GENERATION . ID): a request of a helper that has exited
+since is not sent anywhere."
+  (pcase-let* ((`(,generation . ,id) handle)
+               (conn mevedel-execution--current))
+    (when (and conn id (eql generation (mevedel-execution--generation conn))
+               (jsonrpc-running-p conn))
       (jsonrpc-notify conn '$/cancelRequest
                       (mevedel-execution--wire-params '$/cancelRequest (list :id id))))))
 
@@ -998,11 +1039,44 @@ After the helper died, the session opens again on the new one."
   (let ((conn (mevedel-execution--connection)))
     (unless (eql (mevedel-execution-session-generation session)
                  (mevedel-execution--generation conn))
-      (mevedel-execution--open-on conn session))
+      (mevedel-execution--open-on conn session)
+      ;; Whichever call reopened it says what the dead helper left.
+      (mevedel-execution--report-recovered session))
     conn))
+
+(defun mevedel-execution-describe (facts)
+  "Return how a person names the execution of FACTS: its label or command.
+The text is on one line and at most 60 characters long."
+  (let* ((label (plist-get facts :label))
+         (name (if (and (stringp label) (not (string-blank-p label)))
+                   label
+                 (or (plist-get facts :command) (plist-get facts :execution-id) "?")))
+         (name (string-trim (replace-regexp-in-string "[ \t\n\r]+" " " name))))
+    (truncate-string-to-width name 60 nil nil "…")))
+
+(defun mevedel-execution--report-recovered (session)
+  "Tell which executions SESSION's last reopen marked lost, if any."
+  (let ((lost (mevedel-execution-session-recovered session)))
+    (when lost
+      (message "mevedel-exec: the helper had ended without recording the end of %s; marked lost"
+               (mapconcat (lambda (f) (format "%s (%s)" (plist-get f :execution-id)
+                                              (mevedel-execution-describe f)))
+                          lost ", ")))))
+
+(defun mevedel-execution--read-open-session ()
+  "Read the arguments of `mevedel-execution-open-session' from a person.
+The defaults are the person's session of the current project and
+its directory under `mevedel-execution-person-directory'."
+  (let* ((default (mevedel-execution-person-session-id))
+         (id (read-string (format-prompt "Open session" default) nil nil default))
+         (dir (mevedel-execution--person-state-dir id)))
+    (list id (read-directory-name "Keep its output in: " dir dir))))
 
 (defun mevedel-execution-open-session (id state-dir &optional limits)
   "Open the session ID, keeping its output under STATE-DIR.
+Interactively, offers the person's session of the current project
+\(see `mevedel-execution-person-session-id'); a session already
+open is returned as it is.
 STATE-DIR is created (mode 0700) when missing.  LIMITS is an
 optional plist of wire limits, e.g. (:maxLive 16 :graceMs 500);
 `:ackTimeoutMs' and `:retryMs' say how long the helper waits for
@@ -1012,10 +1086,22 @@ gives the facts of the executions that an earlier helper left
 without an end and this open marked lost (termination \"lost\");
 after the helper died, the session opens again by itself on the
 next call, and the slot then says what that open recovered."
+  (interactive (mevedel-execution--read-open-session))
   (unless (and (stringp id) (not (string-empty-p id)))
     (signal 'wrong-type-argument (list 'stringp id)))
   (unless (stringp state-dir)
     (signal 'wrong-type-argument (list 'stringp state-dir)))
+  (if (and (called-interactively-p 'any) (mevedel-execution-find-session id))
+      (progn (message "mevedel-exec: session %s is open already" id)
+             (mevedel-execution-find-session id))
+    (let ((session (mevedel-execution--open-session id state-dir limits)))
+      (when (called-interactively-p 'any)
+        (message "mevedel-exec: session %s open, output in %s"
+                 id (abbreviate-file-name (mevedel-execution-session-state-dir session))))
+      session)))
+
+(defun mevedel-execution--open-session (id state-dir limits)
+  "Open the session ID in STATE-DIR with LIMITS; return it."
   (let ((session (mevedel-execution--make-session
                   :id id :state-dir (expand-file-name state-dir) :limits limits)))
     ;; Open already while the helper opens it: deliveries an earlier
@@ -1073,6 +1159,26 @@ a `user-error' when there is none of these."
            (message "mevedel-exec: closing %s: %s"
                     (mevedel-execution-session-id session) (error-message-string err))))))))
 
+(defun mevedel-execution-close-session (session)
+  "Close SESSION: stop what runs in it and forget it; its logs stay on disk.
+Interactively, read the session (the current buffer's by default)
+and ask first when commands still run in it.  Return the number
+of commands that were running."
+  (interactive (list (mevedel-execution-read-session "Close session")))
+  (let ((live (if (mevedel-execution--session-connection (mevedel-execution-session-id session))
+                  (condition-case nil (mevedel-execution-count-user session) (error 0))
+                0)))
+    (when (and (called-interactively-p 'any) (> live 0)
+               (not (yes-or-no-p (format "Session %s has %s; stop and close? "
+                                         (mevedel-execution-session-id session)
+                                         (mevedel-execution--plural live "running command")))))
+      (user-error "Not closed"))
+    (mevedel-execution-teardown-session session)
+    (when (called-interactively-p 'any)
+      (message "mevedel-exec: closed session %s%s" (mevedel-execution-session-id session)
+               (if (> live 0) (format ", %s stopped" (mevedel-execution--plural live "command")) "")))
+    live))
+
 (defun mevedel-execution-teardown-all ()
   "Close every session and shut the helper down.
 Every execution ends, one-shots and helpers with their teardown
@@ -1083,23 +1189,198 @@ functions, and scratch directories are removed; it runs from
   (clrhash mevedel-execution--deliveries)
   (clrhash mevedel-execution--durable-ids)
   (let ((conn mevedel-execution--current))
-    (when conn
-      (mevedel-execution--set-closing conn)
-      (let ((proc (jsonrpc--process conn))
-            (deadline (+ (float-time) 5)))
-        ;; Inside the process filter nothing may wait: the kill will do.
-        (when (and (jsonrpc-running-p conn) (not mevedel-execution--in-filter))
-          ;; The helper ends every execution, then exits at EOF.
-          (ignore-errors (mevedel-execution--call conn 'shutdown nil 30))
-          (ignore-errors (process-send-eof proc))
-          (while (and (process-live-p proc) (< (float-time) deadline))
-            (accept-process-output proc 0.05))))
-      (mevedel-execution--kill conn)))
+    (when conn (mevedel-execution--shutdown conn)))
   ;; The lost answers and the exit event the kill queued, in the
   ;; caller's extent (when it is not itself a queued handler).
   (mevedel-execution--drain))
 
+(defun mevedel-execution--shutdown (conn)
+  "Shut CONN's helper down: it ends every execution, then exits."
+  (mevedel-execution--set-closing conn)
+  (let ((proc (jsonrpc--process conn))
+        (deadline (+ (float-time) 5)))
+    ;; Inside the process filter nothing may wait: the kill will do.
+    (when (and (jsonrpc-running-p conn) (not mevedel-execution--in-filter))
+      ;; The helper ends every execution, then exits at EOF.
+      (ignore-errors (mevedel-execution--call conn 'shutdown nil 30))
+      (ignore-errors (process-send-eof proc))
+      (while (and (process-live-p proc) (< (float-time) deadline))
+        (accept-process-output proc 0.05))))
+  (mevedel-execution--kill conn))
+
 (add-hook 'kill-emacs-hook #'mevedel-execution-teardown-all)
+
+;;;; What a person runs
+
+;; The commands below are for a person at M-x, not for the agent: they
+;; prompt, confirm before ending live work, and report in words.
+
+(defvar-local mevedel-execution-buffer-session nil
+  "The session the current buffer shows (a panel, an output buffer...).
+Commands that prompt for a session offer it first.")
+
+(defcustom mevedel-execution-person-directory
+  (locate-user-emacs-file "mevedel-exec/sessions/")
+  "Where the sessions a person opens keep their output, one directory each."
+  :type 'directory)
+
+(defvar mevedel-execution-restart-hook nil
+  "Hook run after `mevedel-execution-restart-helper' reopened the sessions.")
+
+(defun mevedel-execution-person-session-id (&optional directory)
+  "Return the id of the person's session for DIRECTORY's project.
+DIRECTORY defaults to `default-directory'.  A local directory's
+project is what `project-current' finds, else the directory; a
+remote one (a TRAMP name) counts by its host, so nothing is asked
+of the host to name it."
+  (let* ((dir (file-name-as-directory (expand-file-name (or directory default-directory))))
+         (remote (file-remote-p dir))
+         (root (cond (remote remote)
+                     ((require 'project nil t)
+                      (let ((project (ignore-errors (project-current nil dir))))
+                        (if project (expand-file-name (project-root project)) dir)))
+                     (t dir)))
+         (base (file-name-nondirectory
+                (directory-file-name (or (and remote (file-remote-p dir 'host)) root)))))
+    ;; The id names a directory on remote hosts too: a safe word.
+    (format "person-%s-%s"
+            (let ((word (replace-regexp-in-string "[^A-Za-z0-9._]+" "_" base)))
+              (if (string-empty-p word) "root" (truncate-string-to-width word 24)))
+            (substring (md5 root) 0 6))))
+
+(defun mevedel-execution--person-state-dir (id)
+  "Return the state directory of the person's session ID."
+  (expand-file-name id mevedel-execution-person-directory))
+
+(defun mevedel-execution-person-session (&optional directory)
+  "Return the person's open session for DIRECTORY's project, opening it.
+See `mevedel-execution-person-session-id'."
+  (let ((id (mevedel-execution-person-session-id directory)))
+    (or (mevedel-execution-find-session id)
+        (mevedel-execution-open-session id (mevedel-execution--person-state-dir id)))))
+
+(defun mevedel-execution-read-session (prompt)
+  "Read an open session with PROMPT; return it.
+The session of the current buffer, else the one opened last, is
+the default."
+  (let* ((open mevedel-execution--sessions)
+         (here (and (memq mevedel-execution-buffer-session open)
+                    mevedel-execution-buffer-session))
+         (default (and open (mevedel-execution-session-id (or here (car open))))))
+    (unless open (user-error "No mevedel-exec session is open"))
+    (mevedel-execution-find-session
+     (completing-read (format-prompt prompt default)
+                      (mapcar #'mevedel-execution-session-id open)
+                      nil t nil nil default))))
+
+(defun mevedel-execution--running-sessions ()
+  "Return the open sessions whose helper is running now."
+  (cl-remove-if-not (lambda (s) (mevedel-execution--session-connection
+                                 (mevedel-execution-session-id s)))
+                    mevedel-execution--sessions))
+
+(defun mevedel-execution--live-count (sessions)
+  "Return how many executions run in SESSIONS, as their helper says.
+A session whose helper does not answer counts for none."
+  (let ((n 0))
+    (dolist (s sessions n)
+      (setq n (+ n (condition-case nil (mevedel-execution-count-user s)
+                     (error 0)))))))
+
+(defun mevedel-execution--plural (n word)
+  "Return N and WORD, with an s unless N is 1."
+  (format "%d %s%s" n word (if (eql n 1) "" "s")))
+
+(defvar mevedel-execution--person-stops (make-hash-table :test #'equal)
+  "Executions a person stopped, as (SESSION-ID . EXECUTION-ID) keys.
+Views that keep finished work let these go once they settle: the
+person knows how they ended.")
+
+(defun mevedel-execution-note-person-stop (session-id execution-id)
+  "Note that a person stopped EXECUTION-ID of SESSION-ID."
+  (when (> (hash-table-count mevedel-execution--person-stops) 4096)
+    (clrhash mevedel-execution--person-stops))
+  (puthash (cons session-id execution-id) t mevedel-execution--person-stops))
+
+(defun mevedel-execution-person-stopped-p (session-id execution-id)
+  "Return non-nil if a person stopped EXECUTION-ID of SESSION-ID."
+  (gethash (cons session-id execution-id) mevedel-execution--person-stops))
+
+(defun mevedel-execution-stop-all (&optional sessions)
+  "Stop every running command of every open session; return how many.
+SESSIONS, a list, limits it to those.  Interactively, asks first,
+saying how many commands run.  Each ends as a stop does (SIGTERM
+to its group, SIGKILL after the grace period)."
+  (interactive)
+  (let* ((sessions (cl-intersection (or sessions mevedel-execution--sessions)
+                                    (mevedel-execution--running-sessions)))
+         (live (mapcar (lambda (s) (cons s (condition-case nil
+                                               (mevedel-execution-list-user s)
+                                             (error nil))))
+                       sessions))
+         (total (apply #'+ (mapcar (lambda (c) (length (cdr c))) live))))
+    (cond
+     ((zerop total)
+      (when (called-interactively-p 'any) (message "mevedel-exec: nothing is running"))
+      0)
+     ((and (called-interactively-p 'any)
+           (not (yes-or-no-p (format "Stop %s? " (mevedel-execution--plural total "running command")))))
+      (user-error "Nothing stopped"))
+     (t
+      (pcase-dolist (`(,session . ,facts) live)
+        (when facts
+          (dolist (f facts)
+            (mevedel-execution-note-person-stop (mevedel-execution-session-id session)
+                                                (plist-get f :execution-id)))
+          (let ((id (mevedel-execution-session-id session)))
+            (mevedel-execution-stop-all-user
+             session
+             (lambda (r)
+               (when (integerp r)
+                 (message "mevedel-exec: stopped %s in %s"
+                          (mevedel-execution--plural r "command") id)))))))
+      (message "mevedel-exec: stopping %s..." (mevedel-execution--plural total "command"))
+      total))))
+
+(defun mevedel-execution-restart-helper ()
+  "Shut the helper down, start a new one and reopen every session on it.
+What ran ends (termination \"session-ended\"); interactively,
+asks first when anything runs.  Output logs stay readable.  Return
+the number of sessions reopened."
+  (interactive)
+  (let* ((conn mevedel-execution--current)
+         (running (and conn (jsonrpc-running-p conn)))
+         (live (if running (mevedel-execution--live-count (mevedel-execution--running-sessions)) 0))
+         (sessions (reverse mevedel-execution--sessions))
+         (reopened 0))
+    (when (and (called-interactively-p 'any) (> live 0)
+               (not (yes-or-no-p (format "Restarting the helper stops %s; restart? "
+                                         (mevedel-execution--plural live "running command")))))
+      (user-error "Not restarted"))
+    (when conn (mevedel-execution--shutdown conn))
+    (mevedel-execution--drain)
+    (mevedel-execution--connection)
+    (dolist (session sessions)
+      (condition-case err
+          (progn (mevedel-execution--ensure session) (cl-incf reopened))
+        (error (message "mevedel-exec: reopening %s: %s"
+                        (mevedel-execution-session-id session) (error-message-string err)))))
+    (run-hooks 'mevedel-execution-restart-hook)
+    (message "mevedel-exec: the helper restarted; %s reopened"
+             (mevedel-execution--plural reopened "session"))
+    reopened))
+
+(defun mevedel-execution--confirm-kill-emacs ()
+  "Ask before Emacs exits while commands run; never in batch mode.
+For `kill-emacs-query-functions'."
+  (or noninteractive
+      (let ((n (mevedel-execution--live-count (mevedel-execution--running-sessions))))
+        (or (zerop n)
+            (yes-or-no-p (format "%s still running under mevedel-exec; exiting stops %s.  Exit anyway? "
+                                 (mevedel-execution--plural n "command")
+                                 (if (= n 1) "it" "them")))))))
+
+(add-hook 'kill-emacs-query-functions #'mevedel-execution--confirm-kill-emacs)
 
 ;;;; Executions
 
@@ -2102,6 +2383,23 @@ came from).  The build runs in the background."
                      (message "mevedel-exec: the build failed; see %s"
                               (buffer-name buffer))))))
     (message "mevedel-exec: building %s..." out)))
+
+;;;; The sister files' entry points
+
+;; Reachable after (require 'mevedel-execution) alone: the other files
+;; load when one of these is first called.
+(autoload 'mevedel-execution-panel "mevedel-execution-panel"
+  "Show the background work of a session in a panel." t)
+(autoload 'mevedel-execution-spool-open-output "mevedel-execution-spool"
+  "Show the whole output of an execution." t)
+(autoload 'mevedel-execution-shell-command "mevedel-execution-person"
+  "Run a shell command through the helper and show its output." t)
+(autoload 'mevedel-execution-compile "mevedel-execution-person"
+  "Run a build through the helper in a compilation buffer." t)
+(autoload 'mevedel-execution-recompile "mevedel-execution-person"
+  "Run the build of this compilation buffer again." t)
+(autoload 'mevedel-execution-history "mevedel-execution-person"
+  "Show the transcript of a session." t)
 
 (provide 'mevedel-execution)
 ;;; mevedel-execution.el ends here

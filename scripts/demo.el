@@ -10,6 +10,7 @@
 
 ;;; Code:
 
+(require 'cl-lib)
 (require 'mevedel-execution)
 
 (defvar demo--failed nil "Non-nil when the demo hit an error.")
@@ -101,7 +102,36 @@
           (demo--say "    | %s" (string-trim-right (plist-get r :output)))
           (demo--say "    value: %s" (plist-get r :value)))
         (let ((r (mevedel-execution-eval '(car 1) :session session :timeout 30)))
-          (demo--say "(mevedel-execution-eval '(car 1)) signals: %s" (plist-get r :error-message))))
+          (demo--say "(mevedel-execution-eval '(car 1)) signals: %s" (plist-get r :error-message)))
+        ;; What a person does at M-x: a command in the project's own
+        ;; session, its live output buffer, and the panel keeping it.
+        (let* ((mevedel-execution-person-directory (expand-file-name "person" state-dir))
+               (default-directory (file-name-as-directory state-dir))
+               (messages nil)
+               (buffer nil))
+          (demo--say "\nM-x mevedel-execution-shell-command RET printf '\\033[1mbold\\033[0m\\n'; echo 'x.c:3:1: error: oops'; exit 2")
+          (cl-letf* ((orig (symbol-function 'message))
+                     ((symbol-function 'message)
+                      (lambda (fmt &rest args)
+                        (when fmt (push (apply #'format fmt args) messages))
+                        (apply orig fmt args))))
+            (setq buffer (mevedel-execution-shell-command
+                          "printf '\\033[1mbold\\033[0m\\n'; echo 'x.c:3:1: error: oops'; exit 2"))
+            (let ((deadline (+ (float-time) 30)))
+              (while (and (not (string-match-p "oops" (with-current-buffer buffer (buffer-string))))
+                          (< (float-time) deadline))
+                (accept-process-output nil 0.05))))
+          (with-current-buffer buffer
+            (demo--say "    %s (%s)" (buffer-name) major-mode)
+            (demo--say "    header: %s" (substring-no-properties (mevedel-execution-spool--header)))
+            (dolist (line (split-string (string-trim-right (buffer-string)) "\n"))
+              (demo--say "    | %s" line)))
+          (demo--say "    echo area: %s" (or (cl-find-if (lambda (m) (string-prefix-p "Build" m)) messages) "-"))
+          (with-current-buffer (mevedel-execution-panel
+                                (mevedel-execution-person-session default-directory))
+            (demo--say "M-x mevedel-execution-panel (the finished row stays until d):")
+            (dolist (line (split-string (string-trim-right (buffer-string)) "\n"))
+              (demo--say "    %s" line)))))
        (error (demo--say "demo failed: %s" (error-message-string err))
               (setq demo--failed t)))
     (mevedel-execution-teardown-all)

@@ -49,7 +49,7 @@
 
 (defun mevedel-tui--save-stderr ()
   "Keep what the helper wrote to stderr, for the test to check."
-  (let ((buffer (get-buffer "*mevedel-exec stderr*")))
+  (let ((buffer (get-buffer mevedel-execution-stderr-buffer)))
     (mevedel-tui--note "helper-stderr.txt"
                        (if buffer (with-current-buffer buffer (buffer-string)) ""))))
 

@@ -1,0 +1,388 @@
+;;; mevedel-execution-person.el --- Commands a person runs through mevedel-exec  -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2026 The mevedel-exec developers
+
+;; Author: The mevedel-exec developers
+;; Version: 0.1.0
+;; Package-Requires: ((emacs "28.1"))
+;; Keywords: processes, tools
+;; URL: https://github.com/mevedel/mevedel-exec
+
+;; This file is not part of GNU Emacs.
+
+;; This program is free software; you can redistribute it and/or modify
+;; it under the terms of the GNU General Public License as published by
+;; the Free Software Foundation, either version 3 of the License, or
+;; (at your option) any later version.
+
+;;; Commentary:
+
+;; The person beside the agent runs commands too, without writing Lisp:
+;;
+;; - M-x mevedel-execution-shell-command: the `async-shell-command' of
+;;   this package.  The command runs in `default-directory' (a TRAMP
+;;   /ssh: directory runs it on that host) in the person's session of
+;;   the project, and its output buffer follows it live.
+;; - M-x mevedel-execution-compile: the same as a build, in a buffer
+;;   where `next-error' visits the errors; `g' or M-x
+;;   mevedel-execution-recompile runs it again.
+;; - M-x mevedel-execution-history: a session's transcript.
+;;
+;; And the person is told: one message when a command they started,
+;; or one they watch (its output buffer or its panel on screen), ends,
+;; and one when any command starts waiting for input.
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'compile)
+(require 'seq)
+(require 'subr-x)
+(require 'mevedel-execution)
+(require 'mevedel-execution-spool)
+(require 'mevedel-execution-transcript)
+
+(declare-function notifications-notify "notifications")
+
+(defgroup mevedel-execution-person nil
+  "Commands a person runs through mevedel-exec."
+  :group 'mevedel-execution
+  :prefix "mevedel-execution-")
+
+(defcustom mevedel-execution-notify-desktop nil
+  "Non-nil: say when work ends or waits with `notifications-notify' too.
+The echo area always has the message."
+  :type 'boolean)
+
+(defconst mevedel-execution-person-owner "/person"
+  "The owner of what a person starts: not the agent's, so nothing wakes it.")
+
+(defvar mevedel-execution-shell-command-history nil
+  "Commands given to `mevedel-execution-shell-command'.")
+
+(defvar mevedel-execution-person--started (make-hash-table :test #'equal)
+  "Executions a person started, as (SESSION-ID . EXECUTION-ID) keys.")
+
+(defvar mevedel-execution-person--announced (make-hash-table :test #'equal)
+  "Executions whose end was announced, as (SESSION-ID . EXECUTION-ID) keys.")
+
+(defvar mevedel-execution-person--waiting (make-hash-table :test #'equal)
+  "Per session id, the ids of its executions last seen waiting for input.")
+
+(defvar mevedel-execution-watching-functions nil
+  "Functions saying whether the person watches an execution.
+Each is called with SESSION-ID and EXECUTION-ID and returns non-nil
+if a view of it is on screen; the end of a watched execution is
+announced.")
+
+(defvar mevedel-execution-person--finished-work (make-hash-table :test #'equal)
+  "Per session id, the final facts of what a person started, newest first.
+A panel opened later shows them until dismissed.")
+
+(defconst mevedel-execution-person--finished-work-limit 100
+  "How many finished commands of a person each session remembers.")
+
+(defun mevedel-execution-finished-work (session-id)
+  "Return the final facts of the person's finished commands of SESSION-ID.
+Newest first; what was dismissed is not among them."
+  (copy-sequence (gethash session-id mevedel-execution-person--finished-work)))
+
+(defun mevedel-execution-forget-finished (session-id &optional execution-ids)
+  "Forget the finished commands EXECUTION-IDS of SESSION-ID (nil: all of them)."
+  (if (null execution-ids)
+      (remhash session-id mevedel-execution-person--finished-work)
+    (puthash session-id
+             (cl-remove-if (lambda (f) (member (plist-get f :execution-id) execution-ids))
+                           (gethash session-id mevedel-execution-person--finished-work))
+             mevedel-execution-person--finished-work)))
+
+(defun mevedel-execution-person--remember-finished (session-id facts)
+  "Remember FACTS, final facts of a person's command of SESSION-ID."
+  (let* ((id (plist-get facts :execution-id))
+         (old (cl-remove id (gethash session-id mevedel-execution-person--finished-work)
+                         :key (lambda (f) (plist-get f :execution-id)) :test #'equal)))
+    (puthash session-id
+             (seq-take (cons facts old) mevedel-execution-person--finished-work-limit)
+             mevedel-execution-person--finished-work)))
+
+(defun mevedel-execution-person-started-p (session-id execution-id)
+  "Return non-nil if a person started EXECUTION-ID of SESSION-ID here."
+  (gethash (cons session-id execution-id) mevedel-execution-person--started))
+
+;;;; Telling the person
+
+(defun mevedel-execution-person--tell (text)
+  "Show TEXT in the echo area, and on the desktop when asked to."
+  (message "%s" text)
+  (when (and mevedel-execution-notify-desktop (not noninteractive))
+    (ignore-errors
+      (require 'notifications)
+      (notifications-notify :title "mevedel-exec" :body text))))
+
+(defun mevedel-execution-ending-text (facts)
+  "Return the sentence that says how the execution of FACTS ended.
+Build \"make\" failed (exit code 2)."
+  (mevedel-execution-transcript-ended-text
+   "Build" (plist-get facts :label) (plist-get facts :command)
+   (plist-get facts :status) (plist-get facts :exit-code) (plist-get facts :signal)))
+
+(defun mevedel-execution-waiting-text (facts)
+  "Return the sentence that says the execution of FACTS waits for input.
+Build \"deploy\" is waiting for input: Password:"
+  (let ((prompt (mevedel-execution-transcript-clean (or (plist-get facts :prompt) "") 80)))
+    (concat (mevedel-execution-transcript-named-text
+             "Build" (plist-get facts :label) (plist-get facts :command))
+            " is waiting for input"
+            (if (string-empty-p prompt) "" (concat ": " prompt)))))
+
+(defun mevedel-execution-person--watched-p (session-id execution-id)
+  "Return non-nil if a view of EXECUTION-ID of SESSION-ID is on screen."
+  (run-hook-with-args-until-success 'mevedel-execution-watching-functions
+                                    session-id execution-id))
+
+(defun mevedel-execution-person--output-watched-p (session-id execution-id)
+  "Return non-nil if EXECUTION-ID's output buffer of SESSION-ID is on screen."
+  (let ((buffer (mevedel-execution-spool-output-buffer session-id execution-id)))
+    (and buffer (get-buffer-window buffer t) t)))
+
+(add-hook 'mevedel-execution-watching-functions #'mevedel-execution-person--output-watched-p)
+
+(defun mevedel-execution-person--announce-end (session-id facts)
+  "Say once how the execution of FACTS in SESSION-ID ended.
+Only for what a person started or watches, and not for what a
+person stopped: they know."
+  (let* ((id (plist-get facts :execution-id))
+         (key (cons session-id id)))
+    (when (and id (mevedel-execution-person-started-p session-id id)
+               (not (mevedel-execution-person-stopped-p session-id id)))
+      (mevedel-execution-person--remember-finished session-id facts))
+    (when (and id (not (gethash key mevedel-execution-person--announced))
+               (or (mevedel-execution-person-started-p session-id id)
+                   (mevedel-execution-person--watched-p session-id id)))
+      (when (> (hash-table-count mevedel-execution-person--announced) 4096)
+        (clrhash mevedel-execution-person--announced))
+      (puthash key t mevedel-execution-person--announced)
+      (remhash key mevedel-execution-person--started)
+      (unless (mevedel-execution-person-stopped-p session-id id)
+        (mevedel-execution-person--tell (mevedel-execution-ending-text facts))))))
+
+(defun mevedel-execution-person--note-waiting (session-id live)
+  "Say which of LIVE, SESSION-ID's live facts, started waiting for input."
+  (let* ((before (gethash session-id mevedel-execution-person--waiting))
+         (now (cl-remove-if-not (lambda (f) (plist-get f :waiting-for-input)) live))
+         (ids (mapcar (lambda (f) (plist-get f :execution-id)) now)))
+    (dolist (f now)
+      (unless (member (plist-get f :execution-id) before)
+        (mevedel-execution-person--tell (mevedel-execution-waiting-text f))))
+    (if ids
+        (puthash session-id ids mevedel-execution-person--waiting)
+      (remhash session-id mevedel-execution-person--waiting))))
+
+(defun mevedel-execution-person--listener (type plist)
+  "Tell the person about the event TYPE with PLIST when it concerns them."
+  (pcase type
+    ('changed (mevedel-execution-person--note-waiting (plist-get plist :session-id)
+                                               (plist-get plist :live)))
+    ('settled (mevedel-execution-person--announce-end (plist-get plist :session-id)
+                                               (plist-get plist :facts)))))
+
+;; Before the views: a panel drops a row as it settles, and whether it
+;; was on screen is asked first.
+(add-hook 'mevedel-execution-event-functions #'mevedel-execution-person--listener -90)
+
+;;;; Running commands
+
+(defun mevedel-execution-person--await-end (session id)
+  "Wait on ID of SESSION as its owner, claiming its end; then announce it.
+The claim keeps the result from becoming a delivery: the person
+reads it in the output buffer."
+  (mevedel-execution-observe
+   session mevedel-execution-person-owner id
+   (lambda (obs)
+     (cond
+      ((plist-get obs :error) nil)
+      ((plist-get obs :final)
+       (mevedel-execution-person--ended session (plist-get obs :facts)))
+      ((mevedel-execution-session-open-p session)
+       (mevedel-execution-person--await-end session id))))
+   :wait-ms 3600000 :max-output-chars 1))
+
+(defun mevedel-execution-person--ended (session facts)
+  "Show the final FACTS of a person's command of SESSION, and say how it ended.
+Its output buffer may have opened after the helper announced the
+end: it learns it here."
+  (let* ((sid (mevedel-execution-session-id session))
+         (buffer (mevedel-execution-spool-output-buffer sid (plist-get facts :execution-id))))
+    (when buffer
+      (with-current-buffer buffer (mevedel-execution-spool-note-facts facts)))
+    (mevedel-execution-person--announce-end sid facts)))
+
+(defun mevedel-execution-person--run (command directory tty &optional label)
+  "Run COMMAND in DIRECTORY for a person; return its output buffer.
+TTY non-nil gives it a terminal.  LABEL names it."
+  (let* ((directory (file-name-as-directory (expand-file-name directory)))
+         (session (mevedel-execution-person-session directory))
+         (sid (mevedel-execution-session-id session))
+         (obs (condition-case err
+                  (mevedel-execution-request
+                   session 'exec/start
+                   (list :owner mevedel-execution-person-owner
+                         :command command
+                         :cwd directory
+                         :yield-ms 0
+                         :tty (and tty t)
+                         :label label
+                         :max-output-chars 1)
+                   ;; The first command on a host opens its connection.
+                   60)
+                ;; A refusal (backgrounding, an unknown host key...) is
+                ;; the person's to read, not a bug.
+                (mevedel-execution-helper-error
+                 (user-error "mevedel-exec: %s" (plist-get (nth 2 err) :message)))))
+         (facts (plist-get obs :facts))
+         (id (plist-get facts :execution-id)))
+    (puthash (cons sid id) t mevedel-execution-person--started)
+    ;; From its end: a command that printed a page already is shown
+    ;; where it goes on, as a terminal would.
+    (let ((buffer (mevedel-execution-spool-open-output session id t facts)))
+      (if (plist-get obs :final)
+          (mevedel-execution-person--ended session facts)
+        (mevedel-execution-person--await-end session id))
+      buffer)))
+
+;;;###autoload
+(defun mevedel-execution-shell-command (command &optional tty)
+  "Run the shell COMMAND through mevedel-exec; show and return its output buffer.
+It runs in `default-directory', on the host of a TRAMP /ssh: name
+too, in the person's session of the project
+\(`mevedel-execution-person-session').  With a prefix argument TTY,
+it gets a terminal, so it can take input (`s' in its buffer or in
+the panel).  The buffer follows the output as it comes, and a
+message says how the command ended."
+  (interactive
+   (list (read-shell-command (if current-prefix-arg
+                                 "Run on a terminal through mevedel-exec: "
+                               "Run through mevedel-exec: ")
+                             nil 'mevedel-execution-shell-command-history)
+         current-prefix-arg))
+  (when (string-blank-p command) (user-error "No command"))
+  (let ((buffer (mevedel-execution-person--run command default-directory tty)))
+    (display-buffer buffer)
+    buffer))
+
+;;;; Builds
+
+(defcustom mevedel-execution-compilation-buffer-name "*mevedel-compilation*"
+  "Name of the buffer of `mevedel-execution-compile'."
+  :type 'string)
+
+(defvar mevedel-execution-person--last-compile nil
+  "The last build: (COMMAND DIRECTORY TTY).")
+
+;;;###autoload
+(defun mevedel-execution-compile (command &optional tty)
+  "Run the build COMMAND through mevedel-exec, as `compile' would.
+The command is read as `compile' reads it (`compile-command', option
+`compilation-read-command'); it runs in `default-directory' in the
+person's session of the project, and its output buffer,
+`mevedel-execution-compilation-buffer-name', is in a mode derived
+from `compilation-mode': \\[next-error] visits its errors, and `g'
+runs the build again (so does `mevedel-execution-recompile').  With
+TTY, the build gets a terminal.  A build still running there is
+stopped first, after asking.  Return the buffer."
+  (interactive
+   (list (let ((command (eval compile-command t)))
+           (if (or compilation-read-command current-prefix-arg)
+               (compilation-read-command command)
+             command))
+         nil))
+  (when (string-blank-p command) (user-error "No command"))
+  (unless (equal command (eval compile-command t))
+    (setq compile-command command))
+  (save-some-buffers (not compilation-ask-about-save) compilation-save-buffers-predicate)
+  (mevedel-execution-person--compile command default-directory tty))
+
+(defun mevedel-execution-person--compile (command directory tty)
+  "Run the build COMMAND in DIRECTORY (TTY as for a start); return its buffer."
+  (let ((old (get-buffer mevedel-execution-compilation-buffer-name)))
+    (when old
+      (with-current-buffer old
+        (let ((facts mevedel-execution-spool--facts))
+          (when (and facts (member (plist-get facts :state) '("queued" "running" "stopping"))
+                     (car mevedel-execution-spool--source)
+                     (mevedel-execution-session-open-p (car mevedel-execution-spool--source)))
+            (unless (yes-or-no-p (format "A build is running (%s); stop it? "
+                                         (mevedel-execution-describe facts)))
+              (user-error "The running build goes on"))
+            (mevedel-execution-spool-stop))))
+      (kill-buffer old)))
+  (setq mevedel-execution-person--last-compile (list command directory tty))
+  (let ((buffer (mevedel-execution-person--run command directory tty)))
+    (with-current-buffer buffer
+      (rename-buffer mevedel-execution-compilation-buffer-name t)
+      (setq-local compile-command command)
+      (setq mevedel-execution-spool-rerun-function
+            (lambda () (mevedel-execution-person--compile command directory tty))))
+    (setq next-error-last-buffer buffer)
+    (display-buffer buffer)
+    buffer))
+
+;;;###autoload
+(defun mevedel-execution-recompile ()
+  "Run the last build of `mevedel-execution-compile' again, where it ran."
+  (interactive)
+  (unless mevedel-execution-person--last-compile
+    (user-error "No build has run yet; M-x mevedel-execution-compile"))
+  (apply #'mevedel-execution-person--compile mevedel-execution-person--last-compile))
+
+;;;; History
+
+(defvar mevedel-execution-history-mode-map
+  (let ((map (make-sparse-keymap)))
+    (define-key map (kbd "g") #'mevedel-execution-history-refresh)
+    map)
+  "Keys of `mevedel-execution-history-mode'.")
+
+(define-derived-mode mevedel-execution-history-mode special-mode "Exec-History"
+  "A session's transcript: one line per finished background command.
+Each `[Show result]' button opens the command's whole output.
+\\{mevedel-execution-history-mode-map}"
+  (setq-local revert-buffer-function (lambda (&rest _) (mevedel-execution-history-refresh))))
+
+;;;###autoload
+(defun mevedel-execution-history (session)
+  "Show the transcript of SESSION: its lines, each with its `[Show result]'.
+Interactively, read the session (the current buffer's by default).
+Return the buffer."
+  (interactive (list (mevedel-execution-read-session "History of session")))
+  (let ((buffer (get-buffer-create
+                 (format "*mevedel history %s*" (mevedel-execution-session-id session)))))
+    (with-current-buffer buffer
+      (unless (derived-mode-p 'mevedel-execution-history-mode)
+        (mevedel-execution-history-mode))
+      (setq mevedel-execution-buffer-session session)
+      (mevedel-execution-history-refresh))
+    (when (called-interactively-p 'interactive)
+      (pop-to-buffer buffer))
+    buffer))
+
+(defun mevedel-execution-history-refresh ()
+  "Read the session's journal again and show its lines."
+  (interactive)
+  (let ((session mevedel-execution-buffer-session)
+        (records nil)
+        (since nil)
+        (inhibit-read-only t))
+    (unless (and session (mevedel-execution-session-open-p session))
+      (user-error "The session of this history is closed"))
+    (cl-loop for page = (mevedel-execution-transcript-records session since)
+             while (car page)
+             do (setq records (append records (car page))
+                      since (cdr page)))
+    (erase-buffer)
+    (when (zerop (mevedel-execution-transcript-insert session records))
+      (insert (propertize "No finished background work in this session yet.\n" 'face 'shadow)))
+    (goto-char (point-min))))
+
+(provide 'mevedel-execution-person)
+;;; mevedel-execution-person.el ends here
