@@ -33,7 +33,14 @@ var shimExe atomic.Value
 // UseShim starts every later child through the running executable in
 // shim mode (which this package's init handles, so any program that links
 // it can be the shim).
-func UseShim() { shimExe.Store("/proc/self/exe") }
+//
+// Where it can, it uses the native shim instead (shim_native.go), which
+// does the same without starting a Go runtime; err says why it could not,
+// and is no failure: the executable's shim mode then does the work.
+func UseShim() (err error) {
+	shimExe.Store("/proc/self/exe")
+	return startNativeShim()
+}
 
 // In shim mode the work is done before the rest of the program initialises
 // (a command's start pays for the runtime and this package's imports only).
@@ -62,6 +69,11 @@ func throughShim(cmd *exec.Cmd) *exec.Cmd {
 		return cmd
 	}
 	if fi, err := os.Stat(cmd.Path); err != nil || !fi.Mode().IsRegular() || unix.Access(cmd.Path, unix.X_OK) != nil {
+		return cmd
+	}
+	if native := nativeShimPath(); native != "" {
+		cmd.Args = append([]string{"mevedel-exec-subreaper", cmd.Path}, cmd.Args...)
+		cmd.Path = native
 		return cmd
 	}
 	cmd.Args = append([]string{"mevedel-exec", shimArg, cmd.Path}, cmd.Args...)

@@ -62,12 +62,15 @@ func serve(args []string) int {
 	// A client that went away is a failed write, which ends the connection
 	// as EOF does; the signal must not kill the helper first.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	// Before the reaper starts: the shim's check runs a child of its own.
+	if err := process.UseShim(); err != nil {
+		logger.Printf("no native subreaper shim, the helper's executable serves instead: %v", err)
+	}
 	stop := make(chan struct{})
 	waitReaper, err := process.BecomeSubreaper(logger, stop)
 	if err != nil {
 		logger.Printf("cannot become a child subreaper (escaped descendants are still traced by tag): %v", err)
 	}
-	process.UseShim()
 	defer func() {
 		close(stop)
 		waitReaper()

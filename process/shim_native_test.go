@@ -1,0 +1,50 @@
+package process
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The native shim makes the program it runs a child subreaper: an orphan
+// of the shell is re-parented to the shell, not to init.
+func TestNativeShimMakesTheShellASubreaper(t *testing.T) {
+	err := startNativeShim()
+	if subreaperCode == nil {
+		if err == nil {
+			t.Fatal("a native shim without code for this architecture")
+		}
+		return // the executable's shim mode serves here (e2e covers it)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	bash, err := LookBash()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "pid")
+	// The subshell has ended when its line returns: its child is then
+	// someone else's.
+	script := `(sleep 30 & echo $! > "$1"); p=$(< "$1"); read -r -a st < /proc/$p/stat; kill $p; echo "$$ ${st[3]}"`
+	for _, shim := range []bool{true, false} {
+		cmd := exec.Command(bash, "-c", script, "bash", f)
+		if shim {
+			cmd = exec.Command(nativeShimPath(), bash, "bash", "-c", script, "bash", f)
+		}
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("shim %v: %v", shim, err)
+		}
+		shell, parent, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
+		if adopted := shell == parent; adopted != shim {
+			t.Errorf("shim %v: the orphan's parent is %s, the shell %s", shim, parent, shell)
+		}
+	}
+	// A program that cannot run: exit 127, as a shell says.
+	err = exec.Command(nativeShimPath(), "/nonexistent", "x").Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 127 {
+		t.Fatalf("a missing program: %v, want exit 127", err)
+	}
+}
