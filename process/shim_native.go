@@ -32,7 +32,7 @@ func subreaperELF() []byte {
 	le := binary.LittleEndian
 	b := make([]byte, ehsize+phsize, ehsize+phsize+len(subreaperCode))
 	copy(b, []byte{0x7f, 'E', 'L', 'F', 2, 1, 1}) // 64-bit, little-endian, version 1
-	le.PutUint16(b[16:], 2)                         // ET_EXEC
+	le.PutUint16(b[16:], 2)                       // ET_EXEC
 	le.PutUint16(b[18:], elfMachine)
 	le.PutUint32(b[20:], 1)
 	le.PutUint64(b[24:], base+ehsize+phsize) // entry: the code
