@@ -50,7 +50,7 @@ var SyncInterval = 2 * time.Second
 // each failed attempt up to the longest. Open reads them once.
 var (
 	RetryFirst = 50 * time.Millisecond
-	RetryMax   = time.Second
+	RetryMax   = 500 * time.Millisecond
 )
 
 // indexEvery is how many records apart the in-memory index marks a file
