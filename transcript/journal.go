@@ -521,6 +521,7 @@ func (j *Journal) run() {
 	defer tick.Stop()
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
+	defer retry.Stop()
 	armed := false
 	for {
 		select {
