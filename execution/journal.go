@@ -3,7 +3,9 @@ package execution
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
+	"sync"
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
 	"github.com/mevedel/mevedel-exec/process"
@@ -11,9 +13,35 @@ import (
 )
 
 // The session's journal (transcript.jsonl) holds what a reload needs to
-// rebuild every row: a row when an execution starts (with its group
-// leader, for recovery), its settlement, one breadcrumb per yielded
-// execution, notices, and lost records. Appends never wait for the disk.
+// rebuild every row: a spawn record made durable before the command is
+// spawned, a row once it runs (with its group leader, for recovery), its
+// settlement, one breadcrumb per yielded execution, notices, and lost
+// records. Only the spawn record waits for the disk: a process recovery
+// cannot find must never exist.
+
+// helperStart is this helper's start time in clock ticks since boot: no
+// process of an execution it spawns started before it.
+var helperStart = sync.OnceValue(func() uint64 {
+	t, _ := process.StartTime(os.Getpid())
+	return t
+})
+
+// journalSpawn makes the execution's spawn record durable: its facts, and
+// for a local command the earliest start its processes can have, so
+// recovery after a crash finds them by their tag even when the helper died
+// before it learnt the leader's pid. Starts at the same moment share one
+// fsync. It fails when the journal cannot write now (the command must
+// then not be spawned) or the execution is stopped meanwhile.
+func (e *Execution) journalSpawn() error {
+	f := e.Facts()
+	r := factsRecord(transcript.TypeSpawn, f)
+	r.Leader = &transcript.Leader{Target: f.Target}
+	if e.remote == nil {
+		r.Leader.StartTime = helperStart()
+	}
+	_, err := e.s.journal.AppendDurable(e.ctx, r)
+	return err
+}
 
 // leaderOf identifies proc's group leader for recovery.
 func leaderOf(f Facts, proc process.Process) *transcript.Leader {
@@ -101,9 +129,29 @@ func (s *Session) Records(since uint64, limit int) ([]transcript.Record, uint64,
 	return recs, next, err
 }
 
-// Checkpoint returns once every record appended so far is on disk.
-func (s *Session) Checkpoint(ctx context.Context) (uint64, error) {
-	return s.journal.Checkpoint(ctx)
+// Checkpoint returns once every record appended so far is on disk, with
+// the journal's health after trying.
+func (s *Session) Checkpoint(ctx context.Context) (uint64, transcript.Health, error) {
+	seq, err := s.journal.Checkpoint(ctx)
+	return seq, s.journal.Health(), err
+}
+
+// JournalHealth says whether the session's journal writes.
+func (s *Session) JournalHealth() transcript.Health { return s.journal.Health() }
+
+// journalWritable refuses a start while the journal is degraded: the
+// command's spawn record could not be made durable, and a command recovery
+// could not find after a crash must not run. It asks the journal to try
+// again at once, so the first start after the disk has room is not
+// refused for long.
+func (s *Session) journalWritable() error {
+	h := s.journal.Health()
+	if h.State == transcript.StateOK {
+		return nil
+	}
+	s.journal.Retry()
+	return fault.New(fault.IO, "the session's journal cannot be written since %s (%s): a command started now could not be found again after a crash, so none is started until the journal recovers; free space on the state directory's file system",
+		h.Since, h.Error)
 }
 
 // CanRewind answers whether the conversation may be rewound or forked:

@@ -11,6 +11,7 @@ import (
 	"github.com/mevedel/mevedel-exec/internal/fault"
 	"github.com/mevedel/mevedel-exec/process"
 	"github.com/mevedel/mevedel-exec/spool"
+	"github.com/mevedel/mevedel-exec/transcript"
 )
 
 var logger = log.New(os.Stderr, "mevedel-exec: ", log.LstdFlags|log.Lmicroseconds)
@@ -143,6 +144,8 @@ type SessionInfo struct {
 	StateDir  string  `json:"stateDir"`
 	IDPrefix  string  `json:"idPrefix"`
 	Recovered []Facts `json:"recovered"`
+	// Journal is the journal's health once recovery is done.
+	Journal transcript.Health `json:"journal"`
 }
 
 // Open opens a session on stateDir, creating it (0700) when missing and
@@ -212,7 +215,7 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 	s.Go(s.retirer)
 	s.Go(s.mail.run)
 	s.redeliver(rec.owed)
-	return SessionInfo{SessionID: id, StateDir: stateDir, IDPrefix: s.prefix, Recovered: rec.recovered}, nil
+	return SessionInfo{SessionID: id, StateDir: stateDir, IDPrefix: s.prefix, Recovered: rec.recovered, Journal: rec.journal.Health()}, nil
 }
 
 // Session looks up an open session.

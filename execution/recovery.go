@@ -2,8 +2,10 @@ package execution
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
+	"io"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"time"
@@ -80,35 +82,53 @@ func openJournal(l statedir.Layout, onHost remoteKill) (*recovery, error) {
 		return nil, fault.New(fault.IO, "opening the journal in %s: %w", l.Root, err)
 	}
 	rec := &recovery{journal: j, recovered: []Facts{}, owners: map[string]string{}}
+	logs := spool.NewDir(l.Root)
 	deadline := time.Now().Add(reclaimBudget)
 	var settled []Facts
+	var foreign []string // ids that are not execution ids: never used for a path or a tag
 	for _, r := range j.Latest() {
+		if !validExecutionID(r.ExecutionID) {
+			foreign = append(foreign, r.ExecutionID)
+			continue
+		}
 		if r.Owner != "" {
 			rec.owners[r.ExecutionID] = r.Owner
 		}
 		if r.Type == transcript.TypeSettled {
 			var f Facts
 			if json.Unmarshal(r.Facts, &f) == nil {
+				f.ExecutionID = r.ExecutionID
 				settled = append(settled, f)
 			}
 		}
 		if r.Type == transcript.TypeSettled && r.Attrs["delivery"] == "pending" {
 			var f Facts
-			if json.Unmarshal(r.Facts, &f) == nil && f.ExecutionID != "" {
+			if json.Unmarshal(r.Facts, &f) == nil {
+				f.ExecutionID = r.ExecutionID
 				id, _ := r.Attrs["deliveryId"].(string)
 				rec.owed = append(rec.owed, pendingDelivery{facts: f, id: id})
 			}
 			continue
 		}
-		if r.Type != transcript.TypeRow {
+		if r.Type != transcript.TypeRow && r.Type != transcript.TypeSpawn {
 			continue
 		}
 		var f Facts
-		if err := json.Unmarshal(r.Facts, &f); err != nil || f.ExecutionID == "" {
-			f = Facts{ExecutionID: r.ExecutionID, Owner: r.Owner, ToolUseID: r.ToolUseID}
+		if err := json.Unmarshal(r.Facts, &f); err != nil {
+			f = Facts{Owner: r.Owner, ToolUseID: r.ToolUseID}
 		}
+		// The record's id, checked above, is the one paths and tags are
+		// made from, whatever the facts say.
+		f.ExecutionID = r.ExecutionID
 		reason := "the helper that ran it ended without recording its end"
 		switch {
+		case r.Type == transcript.TypeSpawn:
+			// Durable before the spawn: its processes, if any started, carry
+			// its tag.
+			reason = "the helper that ran it ended while starting it"
+			if r.Leader != nil {
+				reason += "; " + reclaim(f.ExecutionID, f.Cwd, r.Leader, deadline, onHost)
+			}
 		case r.Leader != nil:
 			reason += "; " + reclaim(f.ExecutionID, f.Cwd, r.Leader, deadline, onHost)
 		case f.StartedAt == nil:
@@ -123,7 +143,7 @@ func openJournal(l statedir.Layout, onHost remoteKill) (*recovery, error) {
 			f.WallMs = now.Sub(f.StartedAt.Time).Milliseconds()
 		}
 		// The row was written at start; the spool says how much came.
-		f.OutputBytes, f.OutputLines = spoolSize(l.LogPath(f.ExecutionID))
+		f.OutputBytes, f.OutputLines = spoolSize(logs, f.ExecutionID)
 		f.UnreadBytes = 0
 		f.Version++
 		j.Append(factsRecord(transcript.TypeLost, f))
@@ -132,6 +152,9 @@ func openJournal(l statedir.Layout, onHost remoteKill) (*recovery, error) {
 		}
 		rec.recovered = append(rec.recovered, f)
 	}
+	if len(foreign) > 0 {
+		logf("journal in %s: ignored %d record(s) whose execution id is not one (first %q)", l.Root, len(foreign), foreign[0])
+	}
 	acked := map[string]bool{}
 	for since := uint64(0); ; {
 		recs, next, err := j.Records(since, 1000)
@@ -139,7 +162,7 @@ func openJournal(l statedir.Layout, onHost remoteKill) (*recovery, error) {
 			break
 		}
 		for _, r := range recs {
-			if r.Type == transcript.TypeAcknowledged {
+			if r.Type == transcript.TypeAcknowledged && validExecutionID(r.ExecutionID) {
 				acked[r.ExecutionID] = true
 			}
 		}
@@ -155,20 +178,57 @@ func openJournal(l statedir.Layout, onHost remoteKill) (*recovery, error) {
 	return rec, nil
 }
 
-// spoolSize counts the bytes and lines of a raw spool file, as the spool
-// itself counts them (a non-empty unterminated last line is a line).
-func spoolSize(path string) (bytes, lines int64) {
-	f, err := os.Open(path)
+// validExecutionID reports whether id is an execution id as this helper
+// makes them (exec-<prefix>-<number>): only such an id may name a log or a
+// tag. A journal is data on disk, and "../.." is not an id.
+func validExecutionID(id string) bool {
+	rest, ok := strings.CutPrefix(id, "exec-")
+	if !ok {
+		return false
+	}
+	prefix, n, ok := strings.Cut(rest, "-")
+	if !ok || prefix == "" || n == "" || len(prefix) > 32 || len(n) > 20 {
+		return false
+	}
+	for _, c := range prefix {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	for _, c := range n {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// recoveryReadMax bounds how much of one lost execution's log recovery
+// reads to count its lines: a planted huge file costs at most this.
+const recoveryReadMax = 256 << 20
+
+// spoolSize counts the bytes and lines of a lost execution's log, as the
+// spool itself counts them (a non-empty unterminated last line is a line).
+// The log is opened beneath the state directory the way every reader opens
+// one: no symbolic link followed, never blocking on a FIFO, only a regular
+// file with one link. Anything else counts as no output, and is logged.
+// Lines are counted over at most recoveryReadMax bytes.
+func spoolSize(logs *spool.Dir, id string) (bytes, lines int64) {
+	v, err := logs.Open(statedir.LogName(id))
 	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) && fault.KindOf(err) != fault.NotFound {
+			logf("recovery: not counting the output of %s: %v", id, err)
+		}
 		return 0, 0
 	}
-	defer f.Close()
+	defer v.Close()
+	bytes = v.Size()
+	r := io.LimitReader(v.Reader(), recoveryReadMax)
 	buf := make([]byte, 256<<10)
 	last := byte('\n')
 	for {
-		n, err := f.Read(buf)
+		n, err := r.Read(buf)
 		if n > 0 {
-			bytes += int64(n)
 			for _, b := range buf[:n] {
 				if b == '\n' {
 					lines++
@@ -177,6 +237,9 @@ func spoolSize(path string) (bytes, lines int64) {
 			last = buf[n-1]
 		}
 		if err != nil {
+			if err != io.EOF {
+				logf("recovery: reading the output of %s: %v", id, err)
+			}
 			break
 		}
 	}
@@ -195,10 +258,10 @@ func spoolSize(path string) (bytes, lines int64) {
 // by another process is left alone, and so is one the kernel refuses to
 // let us signal.
 func reclaim(id, cwd string, l *transcript.Leader, deadline time.Time, onHost remoteKill) string {
-	if l.Pid <= 0 || l.StartTime == 0 {
+	tag := statedir.Tag(id)
+	if (l.Pid <= 0 && tag == "") || (l.StartTime == 0 && (l.Target == "" || l.Target == "local")) {
 		return "no process identity was recorded"
 	}
-	tag := statedir.Tag(id)
 	if l.Target != "" && l.Target != "local" {
 		if onHost == nil {
 			return "its processes on " + l.Target + " were not checked"

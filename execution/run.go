@@ -36,6 +36,16 @@ func (e *Execution) run() {
 		e.settle(nil, e.causeOf())
 		return
 	}
+	// Durable before the spawn: a helper killed at any instant after this
+	// leaves nothing that recovery cannot find.
+	if err := e.journalSpawn(); err != nil {
+		cause := e.causeOf()
+		if e.ctx.Err() == nil {
+			cause = &stopCause{term: SpawnFailed, reason: fmt.Sprintf("the command was not started: its start could not be made durable in the session's journal (%v)", err)}
+		}
+		e.settle(nil, cause)
+		return
+	}
 	spec := e.spec
 	spec.Env = process.MergeEnv(Defaults, spec.Env)
 	proc, err := e.runner().Start(e.ctx, spec)

@@ -190,6 +190,9 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 		return nil, fault.New(fault.Refused, "execution %s on %s ended with an unknown outcome (%s): whether it ran cannot be proven, so commands that may change something are refused until the person acknowledges it (session/acknowledgeUnknown); read-only commands still run",
 			u[len(u)-1].ExecutionID, u[len(u)-1].Target, u[len(u)-1].Reason)
 	}
+	if err := s.journalWritable(); err != nil {
+		return nil, err
+	}
 	s.counter++
 	id := statedir.ExecutionID(s.prefix, s.counter)
 	scratch := ""

@@ -1,6 +1,8 @@
 package rpc
 
 import (
+	"errors"
+
 	"github.com/mevedel/mevedel-exec/internal/fault"
 	"github.com/sourcegraph/jsonrpc2"
 )
@@ -46,6 +48,24 @@ func toError(err error) *jsonrpc2.Error {
 		code, kind = CodeInternal, "internal"
 	}
 	e := &jsonrpc2.Error{Code: code, Message: err.Error()}
-	e.SetError(map[string]string{"kind": string(kind)})
+	data := map[string]any{"kind": string(kind)}
+	var wd withData
+	if errors.As(err, &wd) {
+		for k, v := range wd.data {
+			if k != "kind" {
+				data[k] = v
+			}
+		}
+	}
+	e.SetError(data)
 	return e
 }
+
+// withData is an error whose error.data carries more than its kind, such
+// as the journal's health on a failed checkpoint.
+type withData struct {
+	error
+	data map[string]any
+}
+
+func (e withData) Unwrap() error { return e.error }

@@ -29,6 +29,9 @@ type TranscriptCheckpointParams struct {
 
 type TranscriptCheckpointResult struct {
 	Seq uint64 `json:"seq"`
+	// Journal is the journal's health; a degraded journal answers -32006
+	// with the same object in error.data.journal.
+	Journal transcript.Health `json:"journal"`
 }
 
 type SessionCanRewindParams struct {
@@ -66,8 +69,11 @@ func (s *Server) transcriptCheckpoint(req *jsonrpc2.Request, r *reply) {
 	// fsync may take a while: never on the read loop.
 	ctx := s.cancellable(req.ID)
 	sess.Go(func() {
-		seq, err := sess.Checkpoint(ctx)
-		r.answer(TranscriptCheckpointResult{Seq: seq}, err)
+		seq, health, err := sess.Checkpoint(ctx)
+		if err != nil && health.State != transcript.StateOK {
+			err = withData{err, map[string]any{"journal": health}}
+		}
+		r.answer(TranscriptCheckpointResult{Seq: seq, Journal: health}, err)
 	})
 }
 

@@ -344,7 +344,7 @@ func TestPeriodicSync(t *testing.T) {
 	deadline := time.After(10 * time.Second)
 	for {
 		j.mu.Lock()
-		durable, synced := j.durable, j.synced
+		durable, synced := j.durable, j.changed
 		j.mu.Unlock()
 		if durable >= seq {
 			break

@@ -1,14 +1,13 @@
 package transcript
 
 import (
-	"bytes"
 	"encoding/json"
-	"maps"
 	"time"
 )
 
 // Record types.
 const (
+	TypeSpawn        = "spawn"        // an execution is about to be spawned: facts, the earliest start of its processes
 	TypeRow          = "row"          // an execution started: facts at start, group leader
 	TypeSettled      = "settled"      // it settled: final facts
 	TypeBreadcrumb   = "breadcrumb"   // the one completion line of a yielded execution
@@ -32,7 +31,7 @@ type Record struct {
 	// Facts is the execution's facts object, opaque here: at start on a
 	// row, final on settled and lost.
 	Facts json.RawMessage `json:"facts,omitempty"`
-	// Leader is set on rows only, for recovery after a crash.
+	// Leader is set on spawns and rows only, for recovery after a crash.
 	Leader *Leader `json:"leader,omitempty"`
 	// Status is a breadcrumb's completed, failed, stopped, timed-out or lost.
 	Status   string `json:"status,omitempty"`
@@ -47,7 +46,9 @@ type Record struct {
 }
 
 // Leader identifies an execution's process-group leader well enough to tell
-// it from a later process that reused its pid.
+// it from a later process that reused its pid. A spawn record's leader
+// has no pid yet: its StartTime is the clock when the record was made, and
+// no process of the execution started before it.
 type Leader struct {
 	Pid  int `json:"pid"`
 	Pgid int `json:"pgid"`
@@ -59,27 +60,7 @@ type Leader struct {
 // hasFacts reports whether records of type t carry an execution's facts;
 // compaction keeps only the latest of them per execution.
 func hasFacts(t string) bool {
-	return t == TypeRow || t == TypeSettled || t == TypeLost
-}
-
-// clone copies everything a record refers to, so neither the caller of
-// Append nor a reader of Records shares memory with the journal.
-func (r Record) clone() Record {
-	if r.Facts != nil {
-		r.Facts = bytes.Clone(r.Facts)
-	}
-	if r.Leader != nil {
-		l := *r.Leader
-		r.Leader = &l
-	}
-	if r.ExitCode != nil {
-		c := *r.ExitCode
-		r.ExitCode = &c
-	}
-	if r.Attrs != nil {
-		r.Attrs = maps.Clone(r.Attrs)
-	}
-	return r
+	return t == TypeSpawn || t == TypeRow || t == TypeSettled || t == TypeLost
 }
 
 const timeLayout = "2006-01-02T15:04:05.000Z"

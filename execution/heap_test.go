@@ -1,0 +1,78 @@
+package execution
+
+import (
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// quietEvents drops every announcement.
+type quietEvents struct{}
+
+func (quietEvents) Changed(*Session)       {}
+func (quietEvents) Settled(Facts)          {}
+func (quietEvents) Progress(Facts, string) {}
+func (quietEvents) Deliver(Delivery)       {}
+func (quietEvents) Delivered(Delivery)     {}
+func (quietEvents) Wake(*Session, string)  {}
+
+// What a session keeps of executions that are over: real commands run to
+// their end and leave the registry, and the live heap that remains is
+// measured per execution. The journal used to hold every record it ever
+// wrote; now it holds none once they are durable, and what is left is the
+// owner of each execution (which its log's authority needs).
+func TestHeapPerExecutionRun(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home) // a private login environment: no slow profile
+	m := NewManager(quietEvents{})
+	defer m.Shutdown()
+	if _, err := m.Open("heap", filepath.Join(t.TempDir(), "state"), Limits{RetainMs: 1, RetireAfterMs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.Session("heap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(n int) {
+		for range n {
+			e, err := s.Start(Caller{}, StartParams{Command: "true", Cwd: home, Label: "Run tests", ToolUseID: "toolu_0123456789abcdef"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-e.done
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			s.mu.Lock()
+			left := len(s.execs)
+			s.mu.Unlock()
+			if left == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d executions never left the registry", left)
+			}
+			time.Sleep(10 * time.Millisecond) // polling, bounded by deadline
+		}
+		if _, err := s.journal.Checkpoint(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	run(20) // warm up: the login environment, buffers
+	before := heap()
+	const n = 150
+	run(n)
+	per := (float64(heap()) - float64(before)) / n
+	t.Logf("live heap per execution run: %.0f bytes (%d executions)", per, n)
+	if per > 1024 {
+		t.Fatalf("a session keeps %.0f bytes per execution it ran", per)
+	}
+}
