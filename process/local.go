@@ -51,6 +51,18 @@ func (l *Local) Start(ctx context.Context, spec Spec) (Process, error) {
 		return nil, fmt.Errorf("working directory %s is not a directory", spec.Dir)
 	}
 	cmd := exec.Command(bash, "-c", spec.Command)
+	if len(spec.Command) >= maxArgString {
+		// The kernel takes no longer string to exec: bash reads the
+		// command from a memfd on descriptor 3, which it closes for the
+		// command itself (expansion comes before the redirection).
+		text, err := commandFile(spec.Command)
+		if err != nil {
+			return nil, err
+		}
+		defer text.Close()
+		cmd = exec.Command(bash, "-c", `eval "$(< /dev/fd/3)" 3<&-`)
+		cmd.ExtraFiles = []*os.File{text}
+	}
 	if len(spec.Argv) > 0 {
 		path, err := lookPathIn(spec.Argv[0], envlist.Value(env, "PATH"), spec.Dir)
 		if err != nil {
@@ -289,4 +301,23 @@ func (r ptyReader) Read(b []byte) (int, error) {
 		err = io.EOF
 	}
 	return n, err
+}
+
+// maxArgString is the kernel's bound on one string passed to exec
+// (MAX_ARG_STRLEN, 32 pages), its terminating NUL included.
+const maxArgString = 32 * 4096
+
+// commandFile returns a memfd holding text, for a command too long to be
+// an argument.
+func commandFile(text string) (*os.File, error) {
+	fd, err := unix.MemfdCreate("mevedel-exec-command", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("a file for the command's text: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "mevedel-exec-command")
+	if _, err := f.WriteString(text); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("a file for the command's text: %w", err)
+	}
+	return f, nil
 }

@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mevedel/mevedel-exec/execution"
 )
 
 // Every string of params is bounded: 4 KiB unless the protocol names a
@@ -82,5 +84,19 @@ func TestOverlongStdinRefused(t *testing.T) {
 	c.sendFrame(`{"jsonrpc":"2.0","id":"list","method":"exec/list","params":{"sessionId":"a","as":"user"}}`)
 	if m := c.next(); string(m.ID) != `"list"` || m.Error != nil || string(m.Result) != `{"executions":[]}` {
 		t.Fatalf("after the refusal: %s %s %+v", m.ID, m.Result, m.Error)
+	}
+}
+
+// A command longer than the kernel takes as one argument (128 KiB) runs
+// all the same, up to the 1 MiB bound, and its processes do not see the
+// descriptor it came through.
+func TestLongCommandRuns(t *testing.T) {
+	h := startHelper(t)
+	s := h.open(nil)
+	pad := strings.Repeat("x", 1<<20-200)
+	cmd := "echo start; : " + pad + "; [ -e /dev/fd/3 ] && echo fd3 open; echo done"
+	o := s.mustStart(cmd, nil)
+	if f := o.Facts; f.Termination != execution.Exited || f.ExitCode == nil || *f.ExitCode != 0 || o.Output != "start\ndone\n" {
+		t.Fatalf("a %d-byte command: output %q, termination %s, reason %q", len(cmd), o.Output, f.Termination, f.Reason)
 	}
 }
