@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
+	"github.com/mevedel/mevedel-exec/sandbox"
 )
 
 // State is where an execution is in its life.
@@ -31,7 +32,10 @@ const (
 	OwnerStopped Termination = "owner-stopped"
 	SessionEnded Termination = "session-ended"
 	Unknown      Termination = "unknown"
-	Lost         Termination = "lost"
+	// ResourceLimit: a resource limit ended the command (facts' limit
+	// says which).
+	ResourceLimit Termination = "resource-limit"
+	Lost          Termination = "lost"
 )
 
 // Outcome is success only for an exit with code 0.
@@ -169,7 +173,16 @@ type Facts struct {
 	// PublishedPath is where a remote execution's output is published on
 	// its target (target-native path).
 	PublishedPath string `json:"publishedPath,omitempty"`
-	Version       uint64 `json:"version"`
+	// Sandbox is the confinement the command runs in, as applied.
+	Sandbox *sandbox.Facts `json:"sandbox,omitempty"`
+	// SandboxDenials are accesses the sandbox refused, as the final
+	// observation of a failed confined command can tell them.
+	SandboxDenials []sandbox.Denial `json:"sandboxDenials,omitempty"`
+	// Resources are the limits asked for and how each was applied.
+	Resources *sandbox.ResourceFacts `json:"resources,omitempty"`
+	// Limit names the limit that ended a resource-limit termination.
+	Limit   string `json:"limit,omitempty"`
+	Version uint64 `json:"version"`
 }
 
 // Observation is one answer about an execution: unread output and facts.

@@ -77,7 +77,7 @@ func (l *Local) Start(ctx context.Context, spec Spec) (Process, error) {
 		// A new session with the pty as controlling terminal; its leader
 		// is also the group leader.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
-		err = Spawn(cmd)
+		err = spawnConfined(cmd, spec)
 		tty.Close()
 		if err != nil {
 			ptmx.Close()
@@ -98,7 +98,7 @@ func (l *Local) Start(ctx context.Context, spec Spec) (Process, error) {
 		}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = in, pw, pw
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		err = Spawn(cmd)
+		err = spawnConfined(cmd, spec)
 		pw.Close()
 		in.Close()
 		if err != nil {

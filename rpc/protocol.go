@@ -5,6 +5,7 @@ package rpc
 
 import (
 	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/sandbox"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -80,6 +81,10 @@ type SessionOpenParams struct {
 	StateDir          string           `json:"stateDir"`
 	Limits            execution.Limits `json:"limits,omitzero"`
 	RemoteArtifactDir string           `json:"remoteArtifactDir,omitempty"`
+	// Sandbox and Resources are the defaults of every start in the
+	// session; a start's own fields win.
+	Sandbox   *sandbox.Policy    `json:"sandbox,omitempty"`
+	Resources *sandbox.Resources `json:"resources,omitempty"`
 }
 
 type SessionCloseParams struct {
@@ -93,21 +98,23 @@ type SessionCloseResult struct {
 type ExecStartParams struct {
 	SessionID string `json:"sessionId"`
 	Authority
-	Command        string            `json:"command,omitempty"`
-	Argv           []string          `json:"argv,omitempty"`
-	Stdin          *string           `json:"stdin,omitempty"`
-	Cwd            string            `json:"cwd,omitempty"`
-	YieldMs        *int64            `json:"yieldMs,omitempty"`
-	TimeoutMs      *int64            `json:"timeoutMs,omitempty"`
-	TTY            bool              `json:"tty,omitempty"`
-	Lane           execution.Lane    `json:"lane,omitempty"`
-	ReadOnly       *bool             `json:"readOnly,omitempty"`
-	Scratch        bool              `json:"scratch,omitempty"`
-	Kind           execution.Kind    `json:"kind,omitempty"`
-	Env            map[string]string `json:"env,omitempty"`
-	Label          string            `json:"label,omitempty"`
-	ToolUseID      string            `json:"toolUseId,omitempty"`
-	MaxOutputChars int               `json:"maxOutputChars,omitempty"`
+	Command        string             `json:"command,omitempty"`
+	Argv           []string           `json:"argv,omitempty"`
+	Stdin          *string            `json:"stdin,omitempty"`
+	Cwd            string             `json:"cwd,omitempty"`
+	YieldMs        *int64             `json:"yieldMs,omitempty"`
+	TimeoutMs      *int64             `json:"timeoutMs,omitempty"`
+	TTY            bool               `json:"tty,omitempty"`
+	Lane           execution.Lane     `json:"lane,omitempty"`
+	ReadOnly       *bool              `json:"readOnly,omitempty"`
+	Scratch        bool               `json:"scratch,omitempty"`
+	Kind           execution.Kind     `json:"kind,omitempty"`
+	Env            map[string]string  `json:"env,omitempty"`
+	Label          string             `json:"label,omitempty"`
+	ToolUseID      string             `json:"toolUseId,omitempty"`
+	MaxOutputChars int                `json:"maxOutputChars,omitempty"`
+	Sandbox        *sandbox.Policy    `json:"sandbox,omitempty"`
+	Resources      *sandbox.Resources `json:"resources,omitempty"`
 }
 
 type ExecObserveParams struct {
@@ -235,6 +242,7 @@ type MonitorStartParams struct {
 	Persistent bool              `json:"persistent,omitempty"`
 	TimeoutMs  int64             `json:"timeoutMs,omitempty"`
 	Env        map[string]string `json:"env,omitempty"`
+	Sandbox    *sandbox.Policy   `json:"sandbox,omitempty"`
 }
 
 type MonitorStopParams struct {

@@ -1,0 +1,255 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Backend names what confines a command.
+const (
+	BackendBubblewrap = "bubblewrap"
+	BackendNone       = "none"
+)
+
+// Facts is what an execution's facts say about its confinement.
+type Facts struct {
+	Backend string  `json:"backend"`
+	Reason  string  `json:"reason,omitempty"` // why the backend is none
+	Network Network `json:"network,omitempty"`
+	Policy  *Policy `json:"policy,omitempty"` // as applied
+}
+
+// Probe is the result of checking once whether bubblewrap can confine a
+// command here: Path is set when it can, Reason says why not.
+type Probe struct {
+	Path   string
+	Reason string
+}
+
+// probeTimeout bounds the probe: a working bwrap answers in milliseconds.
+const probeTimeout = 5 * time.Second
+
+// ProbeBubblewrap looks bwrap up on path (the helper's PATH) and runs it
+// once with what every confinement needs: a read-only root, a tmpfs and a
+// private network namespace. It fails where user namespaces are off.
+func ProbeBubblewrap(path string) Probe {
+	bin, err := lookPath("bwrap", path)
+	if err != nil {
+		return Probe{Reason: "bwrap is not installed (not found on PATH)"}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--tmpfs", "/tmp", "--unshare-net", "--", "/bin/sh", "-c", ":")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if i := strings.IndexByte(msg, '\n'); i >= 0 {
+			msg = msg[:i]
+		}
+		if msg == "" {
+			msg = err.Error()
+		}
+		return Probe{Reason: "bwrap cannot confine a command here: " + msg}
+	}
+	return Probe{Path: bin}
+}
+
+func lookPath(name, path string) (string, error) {
+	for _, d := range filepath.SplitList(path) {
+		if d == "" || !filepath.IsAbs(d) {
+			continue
+		}
+		c := filepath.Join(d, name)
+		if fi, err := os.Stat(c); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return c, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found", name)
+}
+
+// Box is one execution's bubblewrap confinement: the options that build
+// its mount namespace. Release it at settlement.
+type Box struct {
+	bwrap string
+	args  []string
+	// made are protected paths that did not exist inside a writable
+	// root: bwrap creates them on the host as mount points, and Release
+	// removes them again when no other box uses them.
+	made []madePath
+}
+
+// madePath is a mount point bwrap makes: path, and top, the highest of
+// its directories that did not exist before.
+type madePath struct{ path, top string }
+
+func missingTop(p string) string {
+	top := p
+	for d := filepath.Dir(p); d != "/"; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil {
+			break
+		}
+		top = d
+	}
+	return top
+}
+
+// emptyFile is the read-only stand-in for an inaccessible file.
+const emptyFile = "sandbox-empty"
+
+// NewBox builds the confinement of applied (a resolved policy) for bwrap;
+// scratch, when set, stays writable whatever covers it. stateDir holds
+// the empty stand-in file for inaccessible files.
+func NewBox(bwrap string, applied Policy, scratch, stateDir string) (*Box, error) {
+	b := &Box{bwrap: bwrap}
+	a := []string{"--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev"}
+	if applied.Network == NetworkDeny {
+		a = append(a, "--unshare-net")
+	}
+	for _, w := range byDepth(applied.WritableRoots) {
+		a = append(a, "--bind", w, w)
+	}
+	// A path that does not exist needs a mount point only where the
+	// command could otherwise create it.
+	creatable := func(p string) bool {
+		for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+			if _, err := os.Lstat(d); err == nil {
+				return applied.Writable(d)
+			}
+			if d == "/" {
+				return false
+			}
+		}
+	}
+	var remount []string
+	for _, r := range byDepth(applied.ReadOnlyPaths) {
+		switch _, err := os.Lstat(r); {
+		case err == nil:
+			a = append(a, "--ro-bind", r, r)
+		case creatable(r):
+			a = append(a, "--tmpfs", r)
+			remount = append(remount, r)
+			b.made = append(b.made, madePath{r, missingTop(r)})
+		}
+	}
+	var empty string
+	for _, p := range byDepth(applied.InaccessiblePaths) {
+		fi, err := os.Stat(p)
+		switch {
+		case err == nil && fi.IsDir():
+			a = append(a, "--tmpfs", p)
+			remount = append(remount, p)
+		case err == nil:
+			if empty == "" {
+				var eerr error
+				if empty, eerr = emptyStandIn(stateDir); eerr != nil {
+					return nil, eerr
+				}
+			}
+			a = append(a, "--ro-bind", empty, p)
+		case creatable(p):
+			a = append(a, "--tmpfs", p)
+			remount = append(remount, p)
+			b.made = append(b.made, madePath{p, missingTop(p)})
+		}
+	}
+	// The scratch directory is always writable, even inside the hidden
+	// state directory: bound before the tmpfs above it turns read-only.
+	if scratch != "" && !applied.Writable(scratch) {
+		a = append(a, "--bind", scratch, scratch)
+	}
+	for _, r := range remount {
+		a = append(a, "--remount-ro", r)
+	}
+	b.args = a
+	b.hold()
+	return b, nil
+}
+
+// Wrap returns the command line that runs path with args (args[0] is the
+// name the program sees) inside the box.
+func (b *Box) Wrap(path string, args []string) (string, []string) {
+	out := make([]string, 0, len(b.args)+len(args)+5)
+	out = append(out, b.bwrap)
+	out = append(out, b.args...)
+	if len(args) > 0 && args[0] != path {
+		out = append(out, "--argv0", args[0])
+	}
+	out = append(out, "--", path)
+	if len(args) > 1 {
+		out = append(out, args[1:]...)
+	}
+	return b.bwrap, out
+}
+
+// Args returns bwrap's options (for tests and the log).
+func (b *Box) Args() []string { return b.args }
+
+// mountPoints counts the boxes that use a mount point bwrap made on the
+// host, so the last one to go removes it.
+var mountPoints struct {
+	mu    sync.Mutex
+	users map[string]int
+}
+
+func (b *Box) hold() {
+	mountPoints.mu.Lock()
+	defer mountPoints.mu.Unlock()
+	if mountPoints.users == nil {
+		mountPoints.users = make(map[string]int)
+	}
+	for _, m := range b.made {
+		mountPoints.users[m.path]++
+	}
+}
+
+// Release removes the empty mount points this box made on the host, once
+// no other box uses them, with the empty directories bwrap made above them.
+func (b *Box) Release() {
+	if b == nil {
+		return
+	}
+	mountPoints.mu.Lock()
+	defer mountPoints.mu.Unlock()
+	for _, m := range b.made {
+		mountPoints.users[m.path]--
+		if mountPoints.users[m.path] > 0 {
+			continue
+		}
+		delete(mountPoints.users, m.path)
+		// os.Remove fails on a directory that holds anything: only what
+		// bwrap made and nothing wrote goes.
+		for d := m.path; under(d, m.top) && os.Remove(d) == nil; d = filepath.Dir(d) {
+		}
+	}
+	b.made = nil
+}
+
+// emptyStandIn returns the empty read-only file bound over inaccessible
+// files, in the state directory.
+func emptyStandIn(stateDir string) (string, error) {
+	p := filepath.Join(stateDir, emptyFile)
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDONLY, 0o400)
+	if err != nil {
+		return "", fmt.Errorf("sandbox: %w", err)
+	}
+	f.Close()
+	return p, nil
+}
+
+// byDepth orders paths so a parent's mount comes before a child's.
+func byDepth(paths []string) []string {
+	out := append([]string(nil), paths...)
+	sort.SliceStable(out, func(i, j int) bool {
+		return strings.Count(out[i], "/") < strings.Count(out[j], "/")
+	})
+	return out
+}
