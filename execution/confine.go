@@ -134,10 +134,15 @@ func (c *confinement) limitHit(exit *process.Exit) string {
 	if c.group == nil || exit == nil || exit.Lost != "" {
 		return ""
 	}
+	hit := c.group.Hit()
+	if hit == sandbox.LimitMemory {
+		// A process killed by the limit, whatever the shell made of it.
+		return hit
+	}
 	if exit.Code == 0 && !exit.Signaled {
 		return ""
 	}
-	if hit := c.group.Hit(); hit != "" {
+	if hit != "" {
 		return hit
 	}
 	if c.res.CPUSeconds > 0 {

@@ -315,7 +315,7 @@ func (g *Group) Facts() ResourceFacts { return g.facts }
 // command: everything the command starts is in the groups from its first
 // instruction.
 const trampoline = `cpu=$1; shift
-if [ "$cpu" -gt 0 ]; then ulimit -H -t $((cpu + 1)) && ulimit -S -t "$cpu" || exit 125; fi
+if [ "$cpu" -gt 0 ]; then ulimit -S -t "$cpu" && ulimit -H -t $((cpu + 1)) || exit 125; fi
 for f; do shift; [ "$f" = -- ] && break; echo $$ >"$f" || exit 125; done
 exec "$@"`
 
