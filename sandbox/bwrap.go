@@ -175,19 +175,18 @@ func NewBox(bwrap string, applied Policy, scratch, stateDir string) (*Box, error
 }
 
 // Wrap returns the command line that runs path with args (args[0] is the
-// name the program sees) inside the box.
+// name the program sees) inside the box. bwrap runs args[0] with execvp
+// on the command's own PATH from its working directory, which finds path
+// again and keeps the name (Debian's bwrap has no --argv0).
 func (b *Box) Wrap(path string, args []string) (string, []string) {
-	out := make([]string, 0, len(b.args)+len(args)+5)
+	out := make([]string, 0, len(b.args)+len(args)+3)
 	out = append(out, b.bwrap)
 	out = append(out, b.args...)
-	if len(args) > 0 && args[0] != path {
-		out = append(out, "--argv0", args[0])
+	out = append(out, "--")
+	if len(args) == 0 {
+		args = []string{path}
 	}
-	out = append(out, "--", path)
-	if len(args) > 1 {
-		out = append(out, args[1:]...)
-	}
-	return b.bwrap, out
+	return b.bwrap, append(out, args...)
 }
 
 // Args returns bwrap's options (for tests and the log).
