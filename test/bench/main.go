@@ -56,7 +56,9 @@ BENCH is one of:
           tail reads of a retired log
   remote  exec/start on an SSH host (pooled) against ssh and a ControlMaster,
           remote output into the spool (remote.go)
-  all     every benchmark: spool, then logs, then remote
+  sandbox exec/start true confined by bubblewrap (and with limits) against
+          unconfined, interleaved (sandbox.go)
+  all     every benchmark: spool, then logs, then remote, then sandbox
 `
 
 const (
@@ -82,7 +84,7 @@ const (
 )
 
 func main() {
-	if len(os.Args) != 2 || !slices.Contains([]string{"spool", "logs", "remote", "all"}, os.Args[1]) {
+	if len(os.Args) != 2 || !slices.Contains([]string{"spool", "logs", "remote", "sandbox", "all"}, os.Args[1]) {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
@@ -140,6 +142,9 @@ func run(ctx context.Context, which string) error {
 	}
 	if which == "remote" || which == "all" {
 		steps = append(steps, b.remote)
+	}
+	if which == "sandbox" || which == "all" {
+		steps = append(steps, b.sandbox)
 	}
 	var rows []row
 	for _, step := range steps {
