@@ -1,7 +1,6 @@
 package execution
 
 import (
-	"fmt"
 	"os"
 	"syscall"
 
@@ -40,7 +39,7 @@ type confinement struct {
 	facts    *sandbox.Facts         // immutable
 	resFacts *sandbox.ResourceFacts // set at the start when limits were asked; see group
 	policy   sandbox.Policy         // immutable; as applied, when confined
-	bwrap    string                 // immutable; set when confined
+	backend  sandbox.Probe          // immutable; Path set when confined
 	res      sandbox.Resources      // immutable
 	scratch  string                 // immutable once registered
 	stateDir string                 // immutable
@@ -104,7 +103,7 @@ func (s *Session) confinement(p StartParams) (*confinement, error) {
 		c.facts = &sandbox.Facts{Backend: sandbox.BackendNone, Reason: probe.Reason, Policy: &applied}
 		return c, nil
 	}
-	c.policy, c.bwrap = applied, probe.Path
+	c.policy, c.backend = applied, probe
 	c.facts = &sandbox.Facts{Backend: sandbox.BackendBubblewrap, Network: applied.Network, Policy: &applied}
 	return c, nil
 }
@@ -113,15 +112,15 @@ func (s *Session) confinement(p StartParams) (*confinement, error) {
 // command starts, and sets them on spec. A confined command that cannot be
 // built does not run at all.
 func (c *confinement) open(id string, spec *process.Spec) error {
-	if c.bwrap != "" {
-		box, err := sandbox.NewBox(c.bwrap, c.policy, c.scratch, c.stateDir)
+	if c.backend.Path != "" {
+		box, err := sandbox.NewBox(c.backend, c.policy, c.scratch, c.stateDir)
 		if err != nil {
 			return err
 		}
 		c.box, spec.Sandbox = box, box
 	}
 	if !c.res.Zero() {
-		c.group = sandbox.NewGroup(fmt.Sprintf("mevedel-exec-%d-%s", os.Getpid(), id), c.res)
+		c.group = sandbox.NewGroup(sandbox.GroupName(id), c.res)
 		spec.Resources = c.group
 	}
 	return nil

@@ -28,11 +28,19 @@ type Facts struct {
 }
 
 // Probe is the result of checking once whether bubblewrap can confine a
-// command here: Path is set when it can, Reason says why not.
+// command here: Path is set when it can, Reason says why not. Env is set
+// when env(1) can shield bwrap from the signals meant for the command.
 type Probe struct {
 	Path   string
 	Reason string
+	Env    string
 }
+
+// shielded are the signals a stop, an interrupt or a terminal sends to
+// the command's process group. bwrap, the group's leader, would die of
+// them and report a signal instead of the command's own exit; so it runs
+// with them ignored, and the command gets them back as defaults.
+const shielded = "INT,TERM,HUP,QUIT"
 
 // probeTimeout bounds the probe: a working bwrap answers in milliseconds.
 const probeTimeout = 5 * time.Second
@@ -60,7 +68,14 @@ func ProbeBubblewrap(path string) Probe {
 		}
 		return Probe{Reason: "bwrap cannot confine a command here: " + msg}
 	}
-	return Probe{Path: bin}
+	p := Probe{Path: bin}
+	if env, err := lookPath("env", path); err == nil {
+		cmd := exec.CommandContext(ctx, env, "--ignore-signal="+shielded, bin, "--ro-bind", "/", "/", "--", env, "--default-signal="+shielded, "/bin/sh", "-c", ":")
+		if cmd.Run() == nil {
+			p.Env = env
+		}
+	}
+	return p
 }
 
 func lookPath(name, path string) (string, error) {
@@ -80,6 +95,7 @@ func lookPath(name, path string) (string, error) {
 // its mount namespace. Release it at settlement.
 type Box struct {
 	bwrap string
+	env   string // env(1) that shields bwrap from group signals, or ""
 	args  []string
 	// made are protected paths that did not exist inside a writable
 	// root: bwrap creates them on the host as mount points, and Release
@@ -105,11 +121,11 @@ func missingTop(p string) string {
 // emptyFile is the read-only stand-in for an inaccessible file.
 const emptyFile = "sandbox-empty"
 
-// NewBox builds the confinement of applied (a resolved policy) for bwrap;
-// scratch, when set, stays writable whatever covers it. stateDir holds
-// the empty stand-in file for inaccessible files.
-func NewBox(bwrap string, applied Policy, scratch, stateDir string) (*Box, error) {
-	b := &Box{bwrap: bwrap}
+// NewBox builds the confinement of applied (a resolved policy) for the
+// probed bwrap; scratch, when set, stays writable whatever covers it.
+// stateDir holds the empty stand-in file for inaccessible files.
+func NewBox(p Probe, applied Policy, scratch, stateDir string) (*Box, error) {
+	b := &Box{bwrap: p.Path, env: p.Env}
 	a := []string{"--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev"}
 	if applied.Network == NetworkDeny {
 		a = append(a, "--unshare-net")
@@ -179,14 +195,20 @@ func NewBox(bwrap string, applied Policy, scratch, stateDir string) (*Box, error
 // on the command's own PATH from its working directory, which finds path
 // again and keeps the name (Debian's bwrap has no --argv0).
 func (b *Box) Wrap(path string, args []string) (string, []string) {
-	out := make([]string, 0, len(b.args)+len(args)+3)
+	out := make([]string, 0, len(b.args)+len(args)+6)
+	if b.env != "" {
+		out = append(out, b.env, "--ignore-signal="+shielded)
+	}
 	out = append(out, b.bwrap)
 	out = append(out, b.args...)
 	out = append(out, "--")
+	if b.env != "" {
+		out = append(out, b.env, "--default-signal="+shielded)
+	}
 	if len(args) == 0 {
 		args = []string{path}
 	}
-	return b.bwrap, append(out, args...)
+	return out[0], append(out, args...)
 }
 
 // Args returns bwrap's options (for tests and the log).

@@ -95,8 +95,40 @@ var (
 )
 
 func thisMachine() machine {
-	probed.once.Do(func() { probed.m = detect(cgroupRoot, selfCgroup) })
+	probed.once.Do(func() {
+		probed.m = detect(cgroupRoot, selfCgroup)
+		for _, dir := range []string{probed.m.v2, probed.m.memory, probed.m.pids} {
+			if dir != "" {
+				sweep(dir)
+			}
+		}
+	})
 	return probed.m
+}
+
+// groupPrefix starts the name of every group the helper makes; the
+// helper's pid follows, so a group a dead helper left is known.
+const groupPrefix = "mevedel-exec-"
+
+// GroupName is the name of execution id's group.
+func GroupName(id string) string { return groupPrefix + strconv.Itoa(os.Getpid()) + "-" + id }
+
+// sweep removes the empty groups of helpers that are gone (a crash leaves
+// them; settlement removes its own).
+func sweep(parent string) {
+	entries, _ := os.ReadDir(parent)
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), groupPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid == os.Getpid() || unix.Kill(pid, 0) != unix.ESRCH {
+			continue
+		}
+		_ = unix.Rmdir(filepath.Join(parent, e.Name())) // fails while anything is in it
+	}
 }
 
 // detect reads which cgroups the helper is in and whether it may make

@@ -90,3 +90,24 @@ func TestCounter(t *testing.T) {
 		t.Errorf("oom_kill = %d", n)
 	}
 }
+
+func TestSweepRemovesTheEmptyGroupsOfGoneHelpers(t *testing.T) {
+	parent := t.TempDir()
+	gone := filepath.Join(parent, groupPrefix+"999999999-exec-a")
+	mine := filepath.Join(parent, GroupName("exec-b"))
+	other := filepath.Join(parent, "someone-else")
+	for _, d := range []string{gone, mine, other} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sweep(parent)
+	if _, err := os.Stat(gone); !os.IsNotExist(err) {
+		t.Errorf("a dead helper's group is still there: %v", err)
+	}
+	for _, d := range []string{mine, other} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s was removed: %v", d, err)
+		}
+	}
+}

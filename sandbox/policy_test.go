@@ -116,7 +116,7 @@ func TestBoxMountOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewBox("/usr/bin/bwrap", a, scratch, state)
+	b, err := NewBox(Probe{Path: "/usr/bin/bwrap"}, a, scratch, state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,8 +157,8 @@ func TestBoxReleaseRemovesOnlyWhatBwrapMade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b1, _ := NewBox("bwrap", a, "", root)
-	b2, _ := NewBox("bwrap", a, "", root)
+	b1, _ := NewBox(Probe{Path: "bwrap"}, a, "", root)
+	b2, _ := NewBox(Probe{Path: "bwrap"}, a, "", root)
 	// What bwrap would make on the host for the mount point.
 	if err := os.MkdirAll(made, 0o700); err != nil {
 		t.Fatal(err)
@@ -173,5 +173,18 @@ func TestBoxReleaseRemovesOnlyWhatBwrapMade(t *testing.T) {
 	}
 	if _, err := os.Stat(keep); err != nil {
 		t.Errorf("a directory that existed before was removed: %v", err)
+	}
+}
+
+func TestWrapShieldsBwrapFromGroupSignals(t *testing.T) {
+	b, err := NewBox(Probe{Path: "/usr/bin/bwrap", Env: "/usr/bin/env"}, Policy{Mode: Required, Network: NetworkAllow}, "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, argv := b.Wrap("/bin/bash", []string{"/bin/bash", "-c", "true"})
+	want := []string{"/usr/bin/env", "--ignore-signal=" + shielded, "/usr/bin/bwrap"}
+	if path != "/usr/bin/env" || !slices.Equal(argv[:3], want) ||
+		!slices.Equal(argv[len(argv)-5:], []string{"/usr/bin/env", "--default-signal=" + shielded, "/bin/bash", "-c", "true"}) {
+		t.Errorf("wrapped %s %q", path, argv)
 	}
 }

@@ -264,3 +264,52 @@ func TestSandboxSessionDefaultAndBadPolicies(t *testing.T) {
 	h.wantError("exec/start", map[string]any{"sessionId": id, "command": "true", "resources": map[string]any{"pids": -1}}, -32602, "invalid-params")
 	h.wantError("session/open", map[string]any{"sessionId": "bad", "stateDir": filepath.Join(t.TempDir(), "s"), "sandbox": map[string]any{"mode": "x"}}, -32602, "invalid-params")
 }
+
+func TestSandboxKeepsTerminalInputAndInterrupt(t *testing.T) {
+	h := startHelper(t)
+	s := h.open(nil)
+	work := t.TempDir()
+	// A terminal: typed input reaches the confined command.
+	o := s.mustStart("test -t 0 && echo on-a-tty; read -r line; echo got $line",
+		map[string]any{"cwd": work, "sandbox": confined(work), "tty": true, "yieldMs": 100})
+	if o.Final {
+		t.Fatalf("did not wait for input: %+v", o)
+	}
+	s.observeUntil(o, "on-a-tty")
+	id := o.Facts.ExecutionID
+	if _, err := s.observe(id, map[string]any{"chars": "hello\n"}); err != nil {
+		t.Fatal(err)
+	}
+	out, final := s.waitFinal(id, nil)
+	if !strings.Contains(out, "got hello") || final.Facts.Outcome != execution.Success {
+		t.Errorf("terminal input inside the sandbox: %q, %s", out, final.Facts.Outcome)
+	}
+	// Pipe stdin.
+	o = s.mustStart("cat", map[string]any{"cwd": work, "sandbox": confined(work), "stdin": "piped\n"})
+	if o.Output != "piped\n" {
+		t.Errorf("stdin inside the sandbox: %q", o.Output)
+	}
+	// Interrupt reaches the confined command's group.
+	o = s.mustStart("trap 'echo interrupted; exit 7' INT; echo armed; while :; do sleep 0.05; done",
+		map[string]any{"cwd": work, "sandbox": confined(work), "yieldMs": 100})
+	s.observeUntil(o, "armed")
+	h.mustCall("exec/interrupt", map[string]any{"sessionId": s.id, "executionId": o.Facts.ExecutionID}, nil)
+	out, final = s.waitFinal(o.Facts.ExecutionID, nil)
+	if !strings.Contains(out, "interrupted") || final.Facts.ExitCode == nil || *final.Facts.ExitCode != 7 {
+		t.Errorf("interrupt inside the sandbox: %q, exit %v", out, final.Facts.ExitCode)
+	}
+}
+
+func TestSandboxOnAMonitor(t *testing.T) {
+	h := startHelper(t)
+	s := h.open(nil)
+	work, outside := t.TempDir(), t.TempDir()
+	var info execution.MonitorInfo
+	h.mustCall("monitor/start", map[string]any{"sessionId": s.id, "command": "touch " + outside + "/m; echo done=$?", "cwd": work,
+		"sandbox": confined(work)}, &info)
+	_, final := s.waitFinal(info.ExecutionID, nil)
+	wantBubblewrap(t, final.Facts)
+	if _, err := os.Stat(filepath.Join(outside, "m")); !os.IsNotExist(err) {
+		t.Errorf("the monitor's command wrote outside its roots: %v", err)
+	}
+}
