@@ -85,6 +85,7 @@ func (s *Session) confinement(p StartParams) (*confinement, error) {
 				}
 			}
 		}
+		c.res = sandbox.Resources{} // nothing to make on this machine
 		return c, nil
 	}
 	applied, err := pol.Resolve(sandbox.Where{Home: envlist.Value(os.Environ(), "HOME"), StateDir: s.stateDir.Root})
