@@ -233,12 +233,20 @@ func NewGroup(name string, r Resources) *Group {
 	applied := map[string]string{}
 	notApplied := map[string]string{}
 	fail := func(limit, why string) { notApplied[limit] = why }
+	// failCgroup records why for the cgroup limits that were asked.
+	failCgroup := func(why string) {
+		if r.MemoryBytes > 0 {
+			fail(LimitMemory, why)
+		}
+		if r.Pids > 0 {
+			fail(LimitPids, why)
+		}
+	}
 	switch {
 	case m.v2 != "" && (r.MemoryBytes > 0 || r.Pids > 0):
 		dir := filepath.Join(m.v2, name)
 		if err := os.Mkdir(dir, 0o755); err != nil {
-			fail(LimitMemory, err.Error())
-			fail(LimitPids, err.Error())
+			failCgroup(err.Error())
 			break
 		}
 		g.dirs = append(g.dirs, dir)
@@ -266,8 +274,7 @@ func NewGroup(name string, r Resources) *Group {
 		} else {
 			delete(applied, LimitMemory)
 			delete(applied, LimitPids)
-			fail(LimitMemory, err.Error())
-			fail(LimitPids, err.Error())
+			failCgroup(err.Error())
 		}
 	default:
 		if r.MemoryBytes > 0 {

@@ -111,3 +111,32 @@ func TestSweepRemovesTheEmptyGroupsOfGoneHelpers(t *testing.T) {
 		}
 	}
 }
+
+// On cgroup v2 the group is made under the delegated directory, the
+// limits written to it, and the command cloned into it by descriptor.
+func TestNewGroupOnV2(t *testing.T) {
+	dir := t.TempDir()
+	saved := probed.m
+	probed.once.Do(func() {})
+	probed.m = machine{v2: dir}
+	defer func() { probed.m = saved }()
+	g := NewGroup("mevedel-exec-v2", Resources{Pids: 9})
+	f := g.Facts()
+	if f.Applied[LimitPids] != ViaCgroupV2 || f.NotApplied != nil {
+		t.Fatalf("facts %+v", f)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "mevedel-exec-v2", "pids.max")); string(b) != "9" {
+		t.Errorf("pids.max = %q", b)
+	}
+	if _, ok := g.CgroupFD(); !ok {
+		t.Error("no descriptor to clone into")
+	}
+	if path, _ := g.Wrap("/bin/true", []string{"/bin/true"}); path != "/bin/true" {
+		t.Errorf("a trampoline without v1 groups or a CPU limit: %s", path)
+	}
+	// A plain directory stands in for the group here: Close removes what
+	// it can (the file written makes rmdir fail, which Close reports).
+	if err := g.Close(); err == nil {
+		t.Error("Close removed a directory that still holds a file")
+	}
+}
