@@ -94,6 +94,20 @@ When it cannot be found, the helper installed by
   "Where `mevedel-execution-install-helper' puts the helper it builds."
   :type 'directory)
 
+(defcustom mevedel-execution-sandbox-mode 'best-effort
+  "How much confinement a start with confinement arguments asks for.
+`best-effort' confines the command with the helper's backend
+\(bubblewrap) when it works and otherwise runs it unconfined, saying
+so in its facts; `required' refuses the start when no backend works;
+`off' never confines.  It applies to the starts that pass
+WRITABLE-ROOTS, READ-PATHS, ADDITIONAL-PERMISSIONS or
+SANDBOX-PERMISSIONS; a start with none of them gets the session's
+default.  Without a working backend, `off' and `best-effort' are no
+sandbox at all."
+  :type '(choice (const :tag "Confine when possible" best-effort)
+                 (const :tag "Confine or refuse" required)
+                 (const :tag "Never confine" off)))
+
 (defcustom mevedel-execution-request-timeout 10
   "Seconds a short synchronous call waits for the helper."
   :type 'number)
@@ -205,7 +219,8 @@ order of the helper's messages, and may make synchronous calls.")
     (session/acknowledgeUnknown :session-id)
     (exec/start :session-id :owner :command :argv :stdin :cwd :yield-ms
                 :timeout-ms :tty :lane :read-only :scratch :kind :env :label
-                :tool-use-id :max-output-chars :ready-pattern :ready-port)
+                :tool-use-id :max-output-chars :ready-pattern :ready-port
+                :sandbox :resources)
     (exec/observe :session-id :owner :as :execution-id :chars :wait-ms
                   :max-output-chars)
     (exec/stop :session-id :owner :as :execution-id)
@@ -1447,6 +1462,57 @@ helper answers once the command has ended."
       (push (cdr kv) out))
     (nreverse out)))
 
+;;;; Confinement
+
+(defun mevedel-execution--paths (paths)
+  "Return PATHS, a list of file names, expanded, as a wire array."
+  (vconcat (mapcar (lambda (p)
+                     (unless (stringp p)
+                       (signal 'wrong-type-argument (list 'stringp p)))
+                     (expand-file-name p))
+                   paths)))
+
+(defun mevedel-execution--sandbox (writable-roots additional-permissions
+                                                  sandbox-permissions
+                                                  &optional read-paths)
+  "Return the wire sandbox object for a start's confinement arguments.
+WRITABLE-ROOTS and READ-PATHS are lists of directories made writable
+and read-only.  SANDBOX-PERMISSIONS, a string or symbol, is
+`use_default' (or nil), `with_additional_permissions' or
+`require_escalated' (unconfined: mode off).  ADDITIONAL-PERMISSIONS
+is a profile plist: `:network' non-nil allows the network (present
+and nil denies it), `:file-system' lists (:path P :access A) with A
+`write', `read' or `none'.  The mode is `mevedel-execution-sandbox-mode'.
+Return nil when every argument is nil: the session's default applies."
+  (when (or writable-roots additional-permissions sandbox-permissions read-paths)
+    (let* ((perm (and sandbox-permissions (format "%s" sandbox-permissions)))
+           (mode (pcase perm
+                   ((or 'nil "use_default" "with_additional_permissions")
+                    (symbol-name mevedel-execution-sandbox-mode))
+                   ("require_escalated" "off")
+                   (_ (signal 'wrong-type-argument
+                              (list 'mevedel-execution-sandbox-permissions perm)))))
+           (write (copy-sequence writable-roots))
+           (read (copy-sequence read-paths))
+           (hidden nil)
+           (network nil))
+      (when additional-permissions
+        (when (plist-member additional-permissions :network)
+          (setq network (if (plist-get additional-permissions :network) "allow" "deny")))
+        (dolist (entry (plist-get additional-permissions :file-system))
+          (let ((path (plist-get entry :path)))
+            (pcase (format "%s" (plist-get entry :access))
+              ("write" (push path write))
+              ("read" (push path read))
+              ((or "none" "deny") (push path hidden))
+              (access (signal 'wrong-type-argument
+                              (list 'mevedel-execution-file-access access)))))))
+      (append (list :mode mode)
+              (and write (list :writableRoots (mevedel-execution--paths write)))
+              (and read (list :readOnlyPaths (mevedel-execution--paths read)))
+              (and hidden (list :inaccessiblePaths (mevedel-execution--paths hidden)))
+              (and network (list :network network))))))
+
 (cl-defun mevedel-execution-start-bash (callback &key session data-buffer owner owner-context
                                                  request command workdir writable-roots
                                                  additional-permissions sandbox-permissions
@@ -1480,18 +1546,18 @@ or the command's processes listen on the port.  Its facts then say
 first gives its final Observation as usual.
 
 DATA-BUFFER, when a live buffer, is where CALLBACK runs (otherwise
-the buffer current at the call).  These are accepted for the
-client's sake and ignored: OWNER-CONTEXT, REQUEST and TOOL-ARGS
-\(the agent's own records), WRITABLE-ROOTS, ADDITIONAL-PERMISSIONS
-and SANDBOX-PERMISSIONS (confinement comes with a later sandbox
-issue; the command is not confined yet), ARTIFACT-DIRECTORY (the
-output lives in SESSION's state directory; see
+the buffer current at the call).  WRITABLE-ROOTS,
+ADDITIONAL-PERMISSIONS and SANDBOX-PERMISSIONS describe the
+confinement (see `mevedel-execution--sandbox' and
+`mevedel-execution-sandbox-mode'); the working directory is writable
+only when listed.  These are accepted for the client's sake and
+ignored: OWNER-CONTEXT, REQUEST and TOOL-ARGS \(the agent's own
+records), ARTIFACT-DIRECTORY (the output lives in SESSION's state directory; see
 `mevedel-execution-relocate-artifacts') and OUTCOME-FUNCTION (a
 yielded command's end comes through
 `mevedel-execution-mailbox-delivery-function').  Return a handle for
 `mevedel-execution-abort'."
-  (ignore owner-context request tool-args writable-roots additional-permissions
-          sandbox-permissions artifact-directory outcome-function)
+  (ignore owner-context request tool-args artifact-directory outcome-function)
   (unless (and (stringp command) (not (string-blank-p command)))
     (signal 'wrong-type-argument (list 'stringp command)))
   (unless (or (null yield-time-ms) (natnump yield-time-ms))
@@ -1517,7 +1583,9 @@ yielded command's end comes through
            :tool-use-id tool-use-id
            :max-output-chars max-output-chars
            :ready-pattern ready-pattern
-           :ready-port ready-port)
+           :ready-port ready-port
+           :sandbox (mevedel-execution--sandbox writable-roots additional-permissions
+                                                sandbox-permissions))
      callback
      (mevedel-execution--wait-timeout yield-time-ms))))
 
@@ -1926,7 +1994,9 @@ SANDBOX-PERMISSIONS SESSION OWNER as there."
                         :additional-permissions additional-permissions
                         :sandbox-permissions sandbox-permissions))
           (list :argv argv
-                :cwd (expand-file-name (or workdir default-directory))))))
+                :cwd (expand-file-name (or workdir default-directory))
+                :sandbox (mevedel-execution--sandbox writable-roots additional-permissions
+                                                     sandbox-permissions)))))
 
 (cl-defun mevedel-execution-start-one-shot (callback &key name command workdir writable-roots
                                                     timeout additional-permissions
@@ -1952,10 +2022,9 @@ below.  When OWNER or SESSION is torn down before it ends
 TEARDOWN-FUNCTION, when given, is called with no argument instead
 of CALLBACK (without it, CALLBACK gets facts whose `:error' says so).
 
-WRITABLE-ROOTS, ADDITIONAL-PERMISSIONS and SANDBOX-PERMISSIONS are
-accepted and recorded in the facts only: confinement lands with a
-later sandbox issue, and the command is not confined yet.  Return
-a handle for `mevedel-execution-abort'."
+WRITABLE-ROOTS, ADDITIONAL-PERMISSIONS and SANDBOX-PERMISSIONS
+describe the confinement, as for `mevedel-execution-start-bash'.
+Return a handle for `mevedel-execution-abort'."
   (unless (functionp callback)
     (signal 'wrong-type-argument (list 'functionp callback)))
   (pcase-let ((`(,job . ,params)
@@ -1992,7 +2061,8 @@ NAME COMMAND READ-PATHS WRITABLE-ROOTS SESSION OWNER TIMEOUT as there."
            :kind "helper" :name name
            :extra (list :argv command :read-paths read-paths :writable-roots writable-roots))
           ;; No cwd: the scratch directory is the working directory.
-          (list :argv argv :scratch t))))
+          (list :argv argv :scratch t
+                :sandbox (mevedel-execution--sandbox writable-roots nil nil read-paths)))))
 
 (cl-defun mevedel-execution-start-helper (callback name command read-paths writable-roots
                                                    &key timeout session owner teardown-callback)
@@ -2006,10 +2076,9 @@ stops it, OWNER and SESSION as there.  TEARDOWN-CALLBACK, when
 given, is called with no argument instead of CALLBACK when the owner
 or session is torn down first.
 
-READ-PATHS (to be mounted read-only) and WRITABLE-ROOTS (writable)
-are accepted and recorded in the facts; the confinement itself lands
-with a later sandbox issue, so today the program is not confined.
-Return a handle for `mevedel-execution-abort'."
+READ-PATHS are mounted read-only and WRITABLE-ROOTS writable in
+the confinement of `mevedel-execution-sandbox-mode' (the scratch
+directory is always writable).  Return a handle for `mevedel-execution-abort'."
   (unless (functionp callback)
     (signal 'wrong-type-argument (list 'functionp callback)))
   (pcase-let ((`(,job . ,params)

@@ -37,6 +37,7 @@ type Execution struct {
 	scratch   string        // immutable; the scratch directory, "" when none
 	monitor   *Monitor
 	remote    *remoteExec   // immutable; set for a command on an SSH host
+	box       *confinement  // immutable; the sandbox and limits it runs in
 	inputs    chan inputReq // immutable; queued terminal input
 	watch     *inputWatch   // immutable; tty executions: waiting-for-input detection
 	ready     *readiness    // immutable; set when the start named readyPattern or readyPort

@@ -5,6 +5,7 @@ import (
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
 	"github.com/mevedel/mevedel-exec/process"
+	"github.com/mevedel/mevedel-exec/sandbox"
 )
 
 // State is where an execution is in its life.
@@ -32,7 +33,10 @@ const (
 	OwnerStopped Termination = "owner-stopped"
 	SessionEnded Termination = "session-ended"
 	Unknown      Termination = "unknown"
-	Lost         Termination = "lost"
+	// ResourceLimit: a resource limit ended the command (facts' limit
+	// says which).
+	ResourceLimit Termination = "resource-limit"
+	Lost          Termination = "lost"
 )
 
 // Outcome is success only for an exit with code 0.
@@ -184,7 +188,16 @@ type Facts struct {
 	// Listening are the TCP ports a live execution's process tree
 	// listens on, as of when the facts were taken.
 	Listening []process.Listener `json:"listening,omitempty"`
-	Version   uint64             `json:"version"`
+	// Sandbox is the confinement the command runs in, as applied.
+	Sandbox *sandbox.Facts `json:"sandbox,omitempty"`
+	// SandboxDenials are accesses the sandbox refused, as the final
+	// observation of a failed confined command can tell them.
+	SandboxDenials []sandbox.Denial `json:"sandboxDenials,omitempty"`
+	// Resources are the limits asked for and how each was applied.
+	Resources *sandbox.ResourceFacts `json:"resources,omitempty"`
+	// Limit names the limit that ended a resource-limit termination.
+	Limit   string `json:"limit,omitempty"`
+	Version uint64 `json:"version"`
 }
 
 // Observation is one answer about an execution: unread output and facts.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
+	"github.com/mevedel/mevedel-exec/sandbox"
 	"github.com/mevedel/mevedel-exec/transcript"
 )
 
@@ -50,6 +51,7 @@ type MonitorParams struct {
 	Persistent bool
 	TimeoutMs  int64
 	Env        map[string]string
+	Sandbox    *sandbox.Policy
 }
 
 // Monitor turns a managed command's output lines into events, delivered
@@ -105,7 +107,7 @@ func (s *Session) StartMonitor(c Caller, p MonitorParams) (*Monitor, error) {
 	}
 	m := &Monitor{s: s, filter: re, filterText: p.Filter, persistent: p.Persistent}
 	// A monitor watches; it never holds the exclusive lane.
-	e, err := s.start(c, StartParams{Command: p.Command, Argv: p.Argv, Cwd: p.Cwd, Label: label, Lane: LaneRead, Env: p.Env}, m)
+	e, err := s.start(c, StartParams{Command: p.Command, Argv: p.Argv, Cwd: p.Cwd, Label: label, Lane: LaneRead, Env: p.Env, Sandbox: p.Sandbox}, m)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mevedel/mevedel-exec/process"
+	"github.com/mevedel/mevedel-exec/sandbox"
 	"github.com/mevedel/mevedel-exec/spool"
 	"golang.org/x/sys/unix"
 )
@@ -25,6 +26,9 @@ const (
 	changedEvery   = time.Second // exec/changed for output growth, at most
 	copyMin        = 4 << 10     // first output read buffer
 	copyMax        = 256 << 10   // largest output read buffer
+	// denialScanChars is how much of a failed confined command's output
+	// is read for sandbox denials: the errors come at the end.
+	denialScanChars = 64 << 10
 )
 
 // run drives the execution from admission to settlement.
@@ -48,6 +52,14 @@ func (e *Execution) run() {
 	}
 	spec := e.spec
 	spec.Env = process.MergeEnv(Defaults, spec.Env)
+	if err := e.box.open(e.id, &spec); err != nil {
+		e.settle(nil, &stopCause{term: SpawnFailed, reason: err.Error()})
+		return
+	}
+	if g := e.box.group; g != nil {
+		rf := g.Facts()
+		e.update(func(st *execState) { st.facts.Resources = &rf })
+	}
 	proc, err := e.runner().Start(e.ctx, spec)
 	if err != nil {
 		cause := &stopCause{term: SpawnFailed, reason: err.Error()}
@@ -175,6 +187,14 @@ probe:
 	if e.remote != nil {
 		e.remote.pub.finish(e)
 	}
+	if cause == nil {
+		e.box.hit = e.box.limitHit(&exit)
+	}
+	if e.box.box != nil && (exit.Signaled || exit.Code != 0) {
+		if tail, err := e.sp.Tail(denialScanChars); err == nil {
+			e.box.denials = sandbox.Denials(tail, e.spec.Dir, e.box.policy)
+		}
+	}
 	e.settle(&exit, cause)
 }
 
@@ -269,6 +289,7 @@ func (e *Execution) progress(quiet <-chan struct{}) {
 // when the shell never ran.
 func (e *Execution) settle(exit *process.Exit, cause *stopCause) {
 	_ = e.sp.Close()
+	hit, denials := e.box.close(e.id)
 	// Gone before anyone can see the end: no final observation or delivery
 	// of a command that had a scratch directory finds it still there.
 	removeScratch(e.scratch)
@@ -284,6 +305,9 @@ func (e *Execution) settle(exit *process.Exit, cause *stopCause) {
 			f.Termination, f.Reason = Unknown, exit.Lost
 		case cause != nil:
 			f.Termination, f.Reason = cause.term, cause.reason
+		case hit != "":
+			f.Termination, f.Limit = ResourceLimit, hit
+			f.Reason = fmt.Sprintf("the command ran into its %s limit", hit)
 		case sp.Limited:
 			f.Termination = OutputLimit
 			f.Reason = fmt.Sprintf("output exceeded the limit of %d bytes", e.s.limits.OutputLimitBytes)
@@ -305,6 +329,7 @@ func (e *Execution) settle(exit *process.Exit, cause *stopCause) {
 				f.ExitCode = &code
 			}
 		}
+		f.SandboxDenials = denials
 		f.Outcome, f.Status = Classify(f.Termination, f.ExitCode)
 		f.EndedAt = stamp(time.Now())
 		if f.StartedAt == nil {

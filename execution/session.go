@@ -15,6 +15,7 @@ import (
 	"github.com/mevedel/mevedel-exec/internal/fault"
 	"github.com/mevedel/mevedel-exec/internal/statedir"
 	"github.com/mevedel/mevedel-exec/process"
+	"github.com/mevedel/mevedel-exec/sandbox"
 	"github.com/mevedel/mevedel-exec/spool"
 	"github.com/mevedel/mevedel-exec/transcript"
 )
@@ -59,6 +60,12 @@ type Session struct {
 	remoteDir string // set once at open; see artifactDir
 
 	ports portForwards // exec/forward listeners (portforward.go)
+	// The session's sandbox and resource defaults, set once at open.
+	sandboxDef   *sandbox.Policy
+	resourcesDef *sandbox.Resources
+	// backend is the probe of bubblewrap, run once on first need.
+	backendOnce sync.Once
+	backend     sandbox.Probe
 }
 
 // Discarded returns how many pending deliveries the close dropped.
@@ -95,6 +102,9 @@ type StartParams struct {
 	// on the port.
 	ReadyPattern string
 	ReadyPort    int
+	// Sandbox and Resources are laid over the session's defaults.
+	Sandbox   *sandbox.Policy
+	Resources *sandbox.Resources
 
 	remote *remoteExec // set by StartAndAwait for a TRAMP cwd
 }
@@ -163,6 +173,10 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 	case p.ReadOnly != nil && *p.ReadOnly != (lane == LaneRead):
 		return nil, fault.New(fault.InvalidParams, "readOnly %v contradicts lane %q", *p.ReadOnly, lane)
 	}
+	box, err := s.confinement(p)
+	if err != nil {
+		return nil, err
+	}
 	env := make([]string, 0, len(p.Env))
 	for k, v := range p.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
@@ -204,6 +218,7 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 			cwd = scratch
 		}
 	}
+	box.scratch = scratch
 	sp, err := s.dir.Create(filepath.Base(s.stateDir.LogPath(id)), s.limits.OutputLimitBytes)
 	if err != nil {
 		removeScratch(scratch)
@@ -221,6 +236,7 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 		owner:     c.owner(),
 		label:     p.Label,
 		remote:    p.remote,
+		box:       box,
 		spec:      process.Spec{Command: p.Command, Argv: p.Argv, Stdin: stdin, Dir: cwd, Env: env, TTY: p.TTY, Tag: statedir.Tag(id)},
 		kind:      kind,
 		timeout:   p.Timeout,
@@ -259,6 +275,8 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 			OutputAddress: statedir.LogAddress(id),
 			ScratchDir:    scratch,
 			TimeoutMs:     p.Timeout.Milliseconds(),
+			Sandbox:       box.facts,
+			Resources:     box.resFacts,
 			Version:       1,
 		},
 	}

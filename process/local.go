@@ -88,7 +88,7 @@ func (l *Local) Start(ctx context.Context, spec Spec) (Process, error) {
 		// A new session with the pty as controlling terminal; its leader
 		// is also the group leader.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
-		p.child, p.tree, err = Spawn(cmd, spec.Tag)
+		p.child, p.tree, err = spawnConfined(cmd, spec)
 		tty.Close()
 		if err != nil {
 			ptmx.Close()
@@ -109,7 +109,7 @@ func (l *Local) Start(ctx context.Context, spec Spec) (Process, error) {
 		}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = in, pw, pw
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		p.child, p.tree, err = Spawn(cmd, spec.Tag)
+		p.child, p.tree, err = spawnConfined(cmd, spec)
 		pw.Close()
 		in.Close()
 		if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"syscall"
+
+	"github.com/mevedel/mevedel-exec/sandbox"
 )
 
 // Runner starts a command on some target: Local on this machine, a
@@ -30,6 +32,10 @@ type Spec struct {
 	Env []string
 	TTY bool   // give the command a pty; stdin stays writable
 	Tag string // statedir.TagVar=value, marking every descendant of this execution
+	// Sandbox, when set, confines the command (local only).
+	Sandbox *sandbox.Box
+	// Resources, when set, is the group the command starts in (local only).
+	Resources *sandbox.Group
 }
 
 // Exit is how the shell process ended.

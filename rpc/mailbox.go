@@ -14,7 +14,7 @@ func (s *Server) monitorStart(req *jsonrpc2.Request, r *reply) {
 	}
 	m, err := sess.StartMonitor(c, execution.MonitorParams{
 		Command: p.Command, Argv: p.Argv, Cwd: p.Cwd, Label: p.Label, Filter: p.Filter,
-		Persistent: p.Persistent, TimeoutMs: p.TimeoutMs, Env: p.Env,
+		Persistent: p.Persistent, TimeoutMs: p.TimeoutMs, Env: p.Env, Sandbox: p.Sandbox,
 	})
 	if err != nil {
 		r.fail(err)

@@ -5,6 +5,7 @@ package rpc
 
 import (
 	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/sandbox"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -80,6 +81,10 @@ type SessionOpenParams struct {
 	StateDir          string           `json:"stateDir"`
 	Limits            execution.Limits `json:"limits,omitzero"`
 	RemoteArtifactDir string           `json:"remoteArtifactDir,omitempty"`
+	// Sandbox and Resources are the defaults of every start in the
+	// session; a start's own fields win.
+	Sandbox   *sandbox.Policy    `json:"sandbox,omitempty"`
+	Resources *sandbox.Resources `json:"resources,omitempty"`
 }
 
 type SessionCloseParams struct {
@@ -112,6 +117,9 @@ type ExecStartParams struct {
 	// soon as a line matches or the process tree listens on the port.
 	ReadyPattern string `json:"readyPattern,omitempty"`
 	ReadyPort    int    `json:"readyPort,omitempty"`
+	// Sandbox and Resources are laid over the session's defaults.
+	Sandbox   *sandbox.Policy    `json:"sandbox,omitempty"`
+	Resources *sandbox.Resources `json:"resources,omitempty"`
 }
 
 type ExecObserveParams struct {
@@ -239,6 +247,7 @@ type MonitorStartParams struct {
 	Persistent bool              `json:"persistent,omitempty"`
 	TimeoutMs  int64             `json:"timeoutMs,omitempty"`
 	Env        map[string]string `json:"env,omitempty"`
+	Sandbox    *sandbox.Policy   `json:"sandbox,omitempty"`
 }
 
 type MonitorStopParams struct {

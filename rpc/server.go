@@ -575,6 +575,10 @@ func (s *Server) sessionOpen(req *jsonrpc2.Request, r *reply) {
 		r.fail(fault.New(fault.InvalidParams, "sessionId is required"))
 		return
 	}
+	if err := execution.CheckDefaults(p.Sandbox, p.Resources); err != nil {
+		r.fail(err)
+		return
+	}
 	// An open may replay a long journal and kill what a crashed helper
 	// left (up to 3 s): off the loop, with what names the session held
 	// back until it has answered.
@@ -585,6 +589,7 @@ func (s *Server) sessionOpen(req *jsonrpc2.Request, r *reply) {
 		if err == nil {
 			if sess, serr := s.mgr.Session(sid); serr == nil {
 				sess.SetRemoteArtifactDir(p.RemoteArtifactDir)
+				sess.SetDefaults(p.Sandbox, p.Resources)
 				s.track(sess)
 			}
 		}
@@ -671,6 +676,7 @@ func (s *Server) execStart(req *jsonrpc2.Request, r *reply) {
 		Command: p.Command, Argv: p.Argv, Stdin: p.Stdin, Cwd: p.Cwd, TTY: p.TTY, Lane: p.Lane, ReadOnly: p.ReadOnly,
 		Env: p.Env, Label: p.Label, ToolUseID: p.ToolUseID, Timeout: timeout, Scratch: p.Scratch, Kind: p.Kind,
 		ReadyPattern: p.ReadyPattern, ReadyPort: p.ReadyPort,
+		Sandbox: p.Sandbox, Resources: p.Resources,
 	}, yield, p.MaxOutputChars, func(o execution.Observation, err error) { r.answer(o, err) })
 }
 

@@ -65,7 +65,9 @@ BENCH is one of:
           latency, exec/stopAll (scale.go)
   waiting prompt to waitingForInput, listen() to the ready yield, and the
           CPU the detection costs with 64 live tty executions (waiting.go)
-  all     every benchmark: spool, logs, remote, scale, then waiting
+  sandbox exec/start true confined by bubblewrap (and with limits) against
+          unconfined, interleaved (sandbox.go)
+  all     every benchmark: spool, logs, remote, scale, waiting, then sandbox
 `
 
 const (
@@ -91,7 +93,7 @@ const (
 )
 
 func main() {
-	if len(os.Args) != 2 || !slices.Contains([]string{"spool", "logs", "remote", "scale", "waiting", "all"}, os.Args[1]) {
+	if len(os.Args) != 2 || !slices.Contains([]string{"spool", "logs", "remote", "scale", "waiting", "sandbox", "all"}, os.Args[1]) {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
@@ -155,6 +157,9 @@ func run(ctx context.Context, which string) error {
 	}
 	if which == "waiting" || which == "all" {
 		steps = append(steps, b.waiting)
+	}
+	if which == "sandbox" || which == "all" {
+		steps = append(steps, b.sandbox)
 	}
 	var rows []row
 	for _, step := range steps {

@@ -1,0 +1,277 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Backend names what confines a command.
+const (
+	BackendBubblewrap = "bubblewrap"
+	BackendNone       = "none"
+)
+
+// Facts is what an execution's facts say about its confinement.
+type Facts struct {
+	Backend string  `json:"backend"`
+	Reason  string  `json:"reason,omitempty"` // why the backend is none
+	Network Network `json:"network,omitempty"`
+	Policy  *Policy `json:"policy,omitempty"` // as applied
+}
+
+// Probe is the result of checking once whether bubblewrap can confine a
+// command here: Path is set when it can, Reason says why not. Env is set
+// when env(1) can shield bwrap from the signals meant for the command.
+type Probe struct {
+	Path   string
+	Reason string
+	Env    string
+}
+
+// shielded are the signals a stop, an interrupt or a terminal sends to
+// the command's process group. bwrap, the group's leader, would die of
+// them and report a signal instead of the command's own exit; so it runs
+// with them ignored, and the command gets them back as defaults.
+const shielded = "INT,TERM,HUP,QUIT"
+
+// ProbeTimeout bounds each run of the probe: a working bwrap answers in
+// milliseconds.
+const ProbeTimeout = 5 * time.Second
+
+// Runner runs a short program to its end and returns its stderr; an
+// error unless it exited 0. The helper's reaper owns every child, so the
+// helper passes one that waits through it (process.Run).
+type Runner func(cmd *exec.Cmd) (stderr []byte, err error)
+
+// ProbeBubblewrap looks bwrap up on path (the helper's PATH) and runs it,
+// through run, once with what every confinement needs: a read-only root,
+// a tmpfs and a private network namespace. It fails where user namespaces
+// are off.
+func ProbeBubblewrap(path string, run Runner) Probe {
+	bin, err := lookPath("bwrap", path)
+	if err != nil {
+		return Probe{Reason: "bwrap is not installed (not found on PATH)"}
+	}
+	cmd := exec.Command(bin, "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--tmpfs", "/tmp", "--unshare-net", "--", "/bin/sh", "-c", ":")
+	if stderr, err := run(cmd); err != nil {
+		msg := strings.TrimSpace(string(stderr))
+		if i := strings.IndexByte(msg, '\n'); i >= 0 {
+			msg = msg[:i]
+		}
+		if msg == "" {
+			msg = err.Error()
+		}
+		return Probe{Reason: "bwrap cannot confine a command here: " + msg}
+	}
+	p := Probe{Path: bin}
+	if env, err := lookPath("env", path); err == nil {
+		cmd := exec.Command(env, "--ignore-signal="+shielded, bin, "--ro-bind", "/", "/", "--", env, "--default-signal="+shielded, "/bin/sh", "-c", ":")
+		if _, err := run(cmd); err == nil {
+			p.Env = env
+		}
+	}
+	return p
+}
+
+func lookPath(name, path string) (string, error) {
+	for _, d := range filepath.SplitList(path) {
+		if d == "" || !filepath.IsAbs(d) {
+			continue
+		}
+		c := filepath.Join(d, name)
+		if fi, err := os.Stat(c); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return c, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found", name)
+}
+
+// Box is one execution's bubblewrap confinement: the options that build
+// its mount namespace. Release it at settlement.
+type Box struct {
+	bwrap string
+	env   string // env(1) that shields bwrap from group signals, or ""
+	args  []string
+	// made are protected paths that did not exist inside a writable
+	// root: bwrap creates them on the host as mount points, and Release
+	// removes them again when no other box uses them.
+	made []madePath
+}
+
+// madePath is a mount point bwrap makes: path, and top, the highest of
+// its directories that did not exist before.
+type madePath struct{ path, top string }
+
+func missingTop(p string) string {
+	top := p
+	for d := filepath.Dir(p); d != "/"; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil {
+			break
+		}
+		top = d
+	}
+	return top
+}
+
+// emptyFile is the read-only stand-in for an inaccessible file.
+const emptyFile = "sandbox-empty"
+
+// NewBox builds the confinement of applied (a resolved policy) for the
+// probed bwrap; scratch, when set, stays writable whatever covers it.
+// stateDir holds the empty stand-in file for inaccessible files.
+func NewBox(p Probe, applied Policy, scratch, stateDir string) (*Box, error) {
+	b := &Box{bwrap: p.Path, env: p.Env}
+	a := []string{"--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev"}
+	if applied.Network == NetworkDeny {
+		a = append(a, "--unshare-net")
+	}
+	for _, w := range byDepth(applied.WritableRoots) {
+		a = append(a, "--bind", w, w)
+	}
+	// A path that does not exist needs a mount point only where the
+	// command could otherwise create it.
+	creatable := func(p string) bool {
+		for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+			if _, err := os.Lstat(d); err == nil {
+				return applied.Writable(d)
+			}
+			if d == "/" {
+				return false
+			}
+		}
+	}
+	var remount []string
+	for _, r := range byDepth(applied.ReadOnlyPaths) {
+		switch _, err := os.Lstat(r); {
+		case err == nil:
+			a = append(a, "--ro-bind", r, r)
+		case creatable(r):
+			a = append(a, "--tmpfs", r)
+			remount = append(remount, r)
+			b.made = append(b.made, madePath{r, missingTop(r)})
+		}
+	}
+	var empty string
+	for _, p := range byDepth(applied.InaccessiblePaths) {
+		fi, err := os.Stat(p)
+		switch {
+		case err == nil && fi.IsDir():
+			a = append(a, "--tmpfs", p)
+			remount = append(remount, p)
+		case err == nil:
+			if empty == "" {
+				var eerr error
+				if empty, eerr = emptyStandIn(stateDir); eerr != nil {
+					return nil, eerr
+				}
+			}
+			a = append(a, "--ro-bind", empty, p)
+		case creatable(p):
+			a = append(a, "--tmpfs", p)
+			remount = append(remount, p)
+			b.made = append(b.made, madePath{p, missingTop(p)})
+		}
+	}
+	// The scratch directory is always writable, even inside the hidden
+	// state directory: bound before the tmpfs above it turns read-only.
+	if scratch != "" && !applied.Writable(scratch) {
+		a = append(a, "--bind", scratch, scratch)
+	}
+	for _, r := range remount {
+		a = append(a, "--remount-ro", r)
+	}
+	b.args = a
+	b.hold()
+	return b, nil
+}
+
+// Wrap returns the command line that runs path with args (args[0] is the
+// name the program sees) inside the box. bwrap runs args[0] with execvp
+// on the command's own PATH from its working directory, which finds path
+// again and keeps the name (Debian's bwrap has no --argv0).
+func (b *Box) Wrap(path string, args []string) (string, []string) {
+	out := make([]string, 0, len(b.args)+len(args)+6)
+	if b.env != "" {
+		out = append(out, b.env, "--ignore-signal="+shielded)
+	}
+	out = append(out, b.bwrap)
+	out = append(out, b.args...)
+	out = append(out, "--")
+	if b.env != "" {
+		out = append(out, b.env, "--default-signal="+shielded)
+	}
+	if len(args) == 0 {
+		args = []string{path}
+	}
+	return out[0], append(out, args...)
+}
+
+// Args returns bwrap's options (for tests and the log).
+func (b *Box) Args() []string { return b.args }
+
+// mountPoints counts the boxes that use a mount point bwrap made on the
+// host, so the last one to go removes it.
+var mountPoints struct {
+	mu    sync.Mutex
+	users map[string]int
+}
+
+func (b *Box) hold() {
+	mountPoints.mu.Lock()
+	defer mountPoints.mu.Unlock()
+	if mountPoints.users == nil {
+		mountPoints.users = make(map[string]int)
+	}
+	for _, m := range b.made {
+		mountPoints.users[m.path]++
+	}
+}
+
+// Release removes the empty mount points this box made on the host, once
+// no other box uses them, with the empty directories bwrap made above them.
+func (b *Box) Release() {
+	if b == nil {
+		return
+	}
+	mountPoints.mu.Lock()
+	defer mountPoints.mu.Unlock()
+	for _, m := range b.made {
+		mountPoints.users[m.path]--
+		if mountPoints.users[m.path] > 0 {
+			continue
+		}
+		delete(mountPoints.users, m.path)
+		// os.Remove fails on a directory that holds anything: only what
+		// bwrap made and nothing wrote goes.
+		for d := m.path; under(d, m.top) && os.Remove(d) == nil; d = filepath.Dir(d) {
+		}
+	}
+	b.made = nil
+}
+
+// emptyStandIn returns the empty read-only file bound over inaccessible
+// files, in the state directory.
+func emptyStandIn(stateDir string) (string, error) {
+	p := filepath.Join(stateDir, emptyFile)
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDONLY, 0o400)
+	if err != nil {
+		return "", fmt.Errorf("sandbox: %w", err)
+	}
+	f.Close()
+	return p, nil
+}
+
+// byDepth orders paths so a parent's mount comes before a child's.
+func byDepth(paths []string) []string {
+	out := append([]string(nil), paths...)
+	sort.SliceStable(out, func(i, j int) bool {
+		return strings.Count(out[i], "/") < strings.Count(out[j], "/")
+	})
+	return out
+}

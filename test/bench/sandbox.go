@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/rpc"
+	"github.com/mevedel/mevedel-exec/sandbox"
+)
+
+// The sandbox benchmark: exec/start `true` unconfined, confined by
+// bubblewrap, and confined with memory and pids limits, interleaved in one
+// helper and session so load hits all sides alike.
+
+const (
+	sandboxRuns = 200
+	// targetSandboxDelta is what confinement may add to the p50 round trip.
+	targetSandboxDelta = 5 * time.Millisecond
+)
+
+func (b *bench) sandbox(ctx context.Context) ([]row, error) {
+	home, err := b.newHome("sandbox")
+	if err != nil {
+		return nil, err
+	}
+	cwd, err := os.MkdirTemp(b.work, "sandbox-cwd-")
+	if err != nil {
+		return nil, err
+	}
+	progress("sandbox: %d exec/start true each, unconfined, confined, confined with limits (interleaved)", sandboxRuns)
+	confined := &sandbox.Policy{Mode: sandbox.Required, WritableRoots: []string{cwd}}
+	sides := []struct {
+		name string
+		box  *sandbox.Policy
+		res  *sandbox.Resources
+		took []time.Duration
+	}{
+		{name: "unconfined"},
+		{name: "confined (bubblewrap)", box: confined},
+		{name: "confined, 256 MiB and 64 pids", box: confined, res: &sandbox.Resources{MemoryBytes: 256 << 20, Pids: 64}},
+	}
+	var backend string
+	err = b.withHelper(ctx, home, func(h *helper, s *session) error {
+		for i := range sandboxRuns + 1 { // the first round warms up
+			for j := range sides {
+				side := &sides[j]
+				var o execution.Observation
+				t0 := time.Now()
+				err := h.call(ctx, rpc.MethodExecStart, rpc.ExecStartParams{
+					SessionID: s.id, Command: "true", Cwd: cwd, MaxOutputChars: 200,
+					Sandbox: side.box, Resources: side.res,
+				}, &o)
+				d := time.Since(t0)
+				if err != nil {
+					return fmt.Errorf("%s: %w", side.name, err)
+				}
+				if o.Facts.Outcome != execution.Success {
+					return fmt.Errorf("%s: true did not succeed: %s %s", side.name, o.Facts.Termination, o.Facts.Reason)
+				}
+				if side.box != nil && o.Facts.Sandbox != nil {
+					backend = o.Facts.Sandbox.Backend
+				}
+				if i > 0 {
+					side.took = append(side.took, d)
+				}
+				_ = os.Remove(s.spoolPath(o.Facts.ExecutionID))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	base := percentile(sides[0].took, 50)
+	fmt.Printf("sandbox (backend %s): ", backend)
+	for _, side := range sides {
+		fmt.Printf("%s p50 %s p90 %s; ", side.name, ms(percentile(side.took, 50)), ms(percentile(side.took, 90)))
+	}
+	fmt.Println()
+	var rows []row
+	for i, side := range sides[1:] {
+		p50 := percentile(side.took, 50)
+		delta := p50 - base
+		r := row{
+			measure:  "exec/start true, " + side.name + ", p50 (n=" + strconv.Itoa(sandboxRuns) + ")",
+			helper:   ms(p50),
+			baseline: ms(base) + " (unconfined)",
+			ratio:    fmt.Sprintf("+%s", ms(delta)),
+			target:   "-",
+			result:   "-",
+		}
+		if i == 0 {
+			r.target = "added p50 <= " + ms(targetSandboxDelta)
+			r.result = verdict(delta <= targetSandboxDelta)
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
