@@ -56,7 +56,8 @@ BENCH is one of:
           tail reads of a retired log
   remote  exec/start on an SSH host (pooled) against ssh and a ControlMaster,
           remote output into the spool (remote.go)
-  all     every benchmark: spool, then logs, then remote
+  list    exec/list with 500 live executions (list.go)
+  all     every benchmark: spool, then logs, then remote, then list
 `
 
 const (
@@ -82,7 +83,7 @@ const (
 )
 
 func main() {
-	if len(os.Args) != 2 || !slices.Contains([]string{"spool", "logs", "remote", "all"}, os.Args[1]) {
+	if len(os.Args) != 2 || !slices.Contains([]string{"spool", "logs", "remote", "list", "all"}, os.Args[1]) {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
@@ -140,6 +141,9 @@ func run(ctx context.Context, which string) error {
 	}
 	if which == "remote" || which == "all" {
 		steps = append(steps, b.remote)
+	}
+	if which == "list" || which == "all" {
+		steps = append(steps, b.list)
 	}
 	var rows []row
 	for _, step := range steps {
