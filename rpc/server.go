@@ -726,7 +726,11 @@ func (s *Server) execList(req *jsonrpc2.Request, r *reply) {
 	if !ok {
 		return
 	}
-	r.ok(ExecListResult{Executions: sess.List(c)})
+	// Listed where the reply goes in the stream of notifications: every
+	// exec/changed written before it is older than the listing, and any
+	// change after it comes in a later one, so a table seeded by the reply
+	// and merged with exec/changed stays true.
+	s.fwd.after(func() { r.ok(ExecListResult{Executions: sess.List(c)}) })
 }
 
 func (s *Server) execStopAll(req *jsonrpc2.Request, r *reply) {
