@@ -37,7 +37,7 @@ type streamClient struct {
 }
 
 func startStream(t *testing.T) *streamClient {
-	c := &streamClient{rawClient: startRaw(t), msgs: make(chan streamMsg, 1024)}
+	c := &streamClient{rawClient: startRaw(t), msgs: make(chan streamMsg)}
 	go func() {
 		defer close(c.msgs)
 		for {
