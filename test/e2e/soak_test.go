@@ -171,9 +171,13 @@ func (s *soak) startHelper() []execution.Facts {
 	// commands a second, and the memory checked is the helper's with a
 	// second of them, not a minute (each is held until then by design).
 	var info execution.SessionInfo
-	s.must(s.call("session/open", map[string]any{"sessionId": "soak", "stateDir": s.stateDir,
+	opened := time.Now()
+	if err := s.call("session/open", map[string]any{"sessionId": "soak", "stateDir": s.stateDir,
 		"limits": map[string]any{"ackTimeoutMs": 250, "retryMs": 20, "maxLive": 64, "graceMs": 500,
-			"retainMs": 1000, "retireAfterMs": 1000}}, &info))
+			"retainMs": 1000, "retireAfterMs": 1000}}, &info); err != nil {
+		t.Fatalf("helper %d: session/open: %v\n%s", h.gen, err, h.stderr.String())
+	}
+	t.Logf("helper %d opened the session in %v, recovering %d", h.gen, time.Since(opened).Round(time.Millisecond), len(info.Recovered))
 	return info.Recovered
 }
 
