@@ -126,7 +126,8 @@ nil means no limit."
 Each function receives two arguments: TYPE, one of the symbols
 `progress', `changed', `settled', `wake' or `delivered', and PLIST,
 the event's payload with keyword keys (for example `:facts' for
-`settled', `:live' for `changed').  `delivered' follows each
+`settled'; `:changed', what the helper said changed, and `:live',
+the whole live set after it, for `changed').  `delivered' follows each
 durable acknowledgement of a delivery, whoever made it: PLIST has
 `:session-id', `:delivery-id', `:execution-id' and `:owner'.  TYPE
 `exit' says the helper exited, which
@@ -612,6 +613,7 @@ Listeners of `mevedel-execution-event-functions' get an `exit' event."
       (message "mevedel-exec: the helper exited unexpectedly (status %s); pending requests were answered as lost, and the next call starts a new helper"
                status))
     ;; After the events and the lost answers read before it.
+    (mevedel-execution--defer #'mevedel-execution--forget-live generation)
     (mevedel-execution--defer
      #'mevedel-execution--run-event
      'exit (list :generation generation :status status :unexpected unexpected))))
@@ -834,8 +836,83 @@ cost nothing then."
   (mevedel-execution--event 'progress params))
 
 (cl-defmethod mevedel-execution-handle-notification (_conn (_method (eql 'exec/changed)) params)
-  "Hand the `changed' event PARAMS to `mevedel-execution-event-functions'."
-  (mevedel-execution--event 'changed params))
+  "Merge the executions that changed, PARAMS, into their session's live table.
+Then hand listeners the `changed' event: `:session-id', `:changed'
+\=(the facts the helper sent) and `:live' (every live execution of
+the session, in `exec/list' order)."
+  (let* ((plist (mevedel-execution--normalize params))
+         (session-id (plist-get plist :session-id))
+         (changed (plist-get plist :changed)))
+    (mevedel-execution--live-merge session-id changed)
+    (when (default-value 'mevedel-execution-event-functions)
+      (with-temp-buffer
+        (mevedel-execution--emit
+         'changed (list :session-id session-id :changed changed
+                        :live (mevedel-execution--live-list session-id)))))))
+
+;;;;; The live table
+
+;; `exec/changed' carries only the executions that changed, a settled
+;; one once with its final facts.  The table of each session is seeded
+;; by an `exec/list' sent when it opens (whose answer the helper places
+;; in the stream of notifications, so merging from there on stays true)
+;; and then merged from every `exec/changed'.
+
+(defvar mevedel-execution--live (make-hash-table :test #'equal)
+  "The live executions of each session, as its helper last said.
+Key: a session id; value: a hash table from execution id to facts.")
+
+(defun mevedel-execution--live-table (session-id)
+  "Return the live table of SESSION-ID, made empty if it has none."
+  (or (gethash session-id mevedel-execution--live)
+      (puthash session-id (make-hash-table :test #'equal) mevedel-execution--live)))
+
+(defun mevedel-execution--live-merge (session-id facts-list)
+  "Merge FACTS-LIST into the live table of SESSION-ID.
+A settled execution leaves it; any other is added or replaced."
+  (let ((table (mevedel-execution--live-table session-id)))
+    (dolist (facts facts-list)
+      (let ((id (plist-get facts :execution-id)))
+        (if (equal (plist-get facts :state) "settled")
+            (remhash id table)
+          ;; A copy: listeners may change what they are handed.
+          (puthash id (copy-tree facts) table))))))
+
+(defun mevedel-execution--live-seed (session-id executions)
+  "Make EXECUTIONS, an `exec/list' answer, the live table of SESSION-ID."
+  (clrhash (mevedel-execution--live-table session-id))
+  (mevedel-execution--live-merge session-id executions))
+
+(defun mevedel-execution--live-before-p (a b)
+  "Return non-nil if facts A come before B in `exec/list' order.
+Started ones by start, then the others; ties by id (arrival)."
+  (let ((sa (plist-get a :started-at))
+        (sb (plist-get b :started-at)))
+    (cond ((and sa (not sb)) t)
+          ((and sb (not sa)) nil)
+          ((and sa (not (equal sa sb))) (string< sa sb))
+          (t (string< (plist-get a :execution-id) (plist-get b :execution-id))))))
+
+(defun mevedel-execution--live-list (session-id)
+  "Return fresh facts of the live executions of SESSION-ID, in list order."
+  (let ((table (gethash session-id mevedel-execution--live))
+        (out nil))
+    (when table
+      (maphash (lambda (_id facts) (push (copy-tree facts) out)) table))
+    (sort out #'mevedel-execution--live-before-p)))
+
+(defun mevedel-execution--forget-live (generation)
+  "Empty the live tables of the sessions open on helper GENERATION.
+That helper exited: nothing it ran is live any more."
+  (dolist (session mevedel-execution--sessions)
+    (when (eql (mevedel-execution-session-generation session) generation)
+      (remhash (mevedel-execution-session-id session) mevedel-execution--live))))
+
+(defun mevedel-execution-live (session)
+  "Return the facts of every live execution of SESSION, every owner's.
+This asks the helper nothing: it is the table that `exec/changed'
+keeps, as of the last event handled, in `exec/list' order."
+  (mevedel-execution--live-list (mevedel-execution-session-id session)))
 
 (cl-defmethod mevedel-execution-handle-notification (_conn (_method (eql 'exec/settled)) params)
   "Hand the `settled' event PARAMS to `mevedel-execution-event-functions'."
@@ -1032,6 +1109,7 @@ once; see `mevedel-execution-mailbox-delivery-function'."
        (signal (car err) (cdr err))))
     (setf (mevedel-execution-session-id-prefix session)
           (plist-get info :id-prefix))
+    (mevedel-execution--seed-live conn session)
     (setf (mevedel-execution-session-recovered session)
           (plist-get info :recovered))
     ;; A new helper thinks every owner idle: one that is busy would be
@@ -1042,6 +1120,20 @@ once; see `mevedel-execution-mailbox-delivery-function'."
        (mevedel-execution--session-params session 'owner/state
                                           (list :owner owner :state "busy"))))
     info))
+
+(defun mevedel-execution--seed-live (conn session)
+  "Seed SESSION's live table on CONN's helper from an `exec/list'.
+Its answer is handled in the order the helper sent it among the
+`exec/changed' events, which then merge into what it listed."
+  (let ((session-id (mevedel-execution-session-id session)))
+    (clrhash (mevedel-execution--live-table session-id))
+    (mevedel-execution--async
+     conn 'exec/list
+     (mevedel-execution--session-params session 'exec/list (list :as "user"))
+     :on-result (lambda (result)
+                  (mevedel-execution--live-seed session-id (plist-get result :executions)))
+     :on-error (lambda (err)
+                 (message "mevedel-exec: listing %s: %s" session-id (plist-get err :message))))))
 
 (defun mevedel-execution--ensure (session)
   "Return a connection on which SESSION is open, reopening it if needed.
@@ -1162,6 +1254,7 @@ a `user-error' when there is none of these."
     ;; The helper drops the session's deliveries: none comes again.
     (mevedel-execution--forget-session-deliveries
      (mevedel-execution-session-id session))
+    (remhash (mevedel-execution-session-id session) mevedel-execution--live)
     (let ((conn mevedel-execution--current))
       (when (and conn (jsonrpc-running-p conn)
                  (eql (mevedel-execution-session-generation session)
@@ -1203,6 +1296,7 @@ functions, and scratch directories are removed; it runs from
   (setq mevedel-execution--sessions nil)
   (clrhash mevedel-execution--deliveries)
   (clrhash mevedel-execution--durable-ids)
+  (clrhash mevedel-execution--live)
   (let ((conn mevedel-execution--current))
     (when conn (mevedel-execution--shutdown conn)))
   ;; The lost answers and the exit event the kill queued, in the

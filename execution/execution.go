@@ -52,6 +52,8 @@ type Execution struct {
 
 	obsMu sync.Mutex // serialises observations and claims, so no two read the same unread range
 
+	finalShown bool // guarded by s.chMu; TakeChanged returned its final facts
+
 	mu sync.Mutex
 	st execState // guarded by mu; changed only through update
 }

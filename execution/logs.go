@@ -162,6 +162,9 @@ func (s *Session) GrepLogs(ctx context.Context, c Caller, p GrepParams) (spool.G
 // final observation any more, after the session's retireAfterMs.
 func (s *Session) retireLater(e *Execution, settledAt time.Time) {
 	wait := time.Until(settledAt.Add(time.Duration(s.limits.RetireAfterMs) * time.Millisecond))
+	// The wait holds the log's name only: the execution, its facts and
+	// final observation are free once it left the registry.
+	name := statedir.LogName(e.id)
 	s.Go(func() {
 		if wait > 0 {
 			t := time.NewTimer(wait)
@@ -173,7 +176,7 @@ func (s *Session) retireLater(e *Execution, settledAt time.Time) {
 			}
 		}
 		select {
-		case s.retireQ <- statedir.LogName(e.id):
+		case s.retireQ <- name:
 		case <-s.life.Done():
 		}
 	})

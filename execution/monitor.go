@@ -218,7 +218,7 @@ func (m *Monitor) settle(f Facts) {
 	}
 	m.ended, m.final = true, f
 	m.mu.Unlock()
-	m.s.changed()
+	m.s.changed(m.e)
 	m.pump()
 }
 

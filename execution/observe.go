@@ -32,7 +32,7 @@ func (e *Execution) yield() bool {
 	if running {
 		e.s.sched.release(e.ticket)
 	}
-	e.s.changed()
+	e.s.changed(e)
 	return true
 }
 

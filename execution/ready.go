@@ -115,7 +115,7 @@ func (e *Execution) markReady(line string, port int, listening []process.Listene
 	})
 	if marked {
 		e.ready.done.Store(true)
-		e.s.changed()
+		e.s.changed(e)
 	}
 }
 
@@ -141,7 +141,7 @@ func (e *Execution) watchReadyPort(proc process.Process, quiet <-chan struct{}) 
 				return
 			}
 			if e.storeListening(l) {
-				e.s.changed()
+				e.s.changed(e)
 			}
 		}
 		wait := readyPollPending

@@ -278,7 +278,7 @@ func (pb *publisher) publish(ctx context.Context, e *Execution) bool {
 		}
 	})
 	if first {
-		e.s.changed() // a panel may link to it
+		e.s.changed(e) // a panel may link to it
 	}
 	return true
 }

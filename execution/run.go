@@ -95,7 +95,7 @@ func (e *Execution) run() {
 	if yielded {
 		e.s.sched.release(e.ticket) // yielded while queued: never holds the lane
 	}
-	e.s.changed()
+	e.s.changed(e)
 
 	var aux sync.WaitGroup
 	copied := make(chan struct{})
@@ -139,7 +139,7 @@ wait:
 			stop = nil
 			cause = e.causeOf()
 			e.update(func(st *execState) { e.move(st, Stopping) })
-			e.s.changed()
+			e.s.changed(e)
 			_ = proc.Signal(unix.SIGTERM)
 			kill = time.After(e.grace)
 		case <-kill:
@@ -237,13 +237,13 @@ func (e *Execution) copyOutput(r io.Reader) {
 			if since >= changedEvery {
 				announced.Store(int64(time.Since(base)))
 				owed.Store(false)
-				e.s.changed()
+				e.s.changed(e)
 			} else if !owed.Swap(true) {
 				if trailing == nil {
 					trailing = time.AfterFunc(changedEvery-since, func() {
 						if owed.Swap(false) {
 							announced.Store(int64(time.Since(base)))
-							e.s.changed()
+							e.s.changed(e)
 						}
 					})
 				} else {

@@ -57,6 +57,11 @@ type Session struct {
 	mail *mailbox  // immutable
 	att  attention // wake marks
 
+	// changes holds the executions changed since the last exec/changed
+	// was written (see TakeChanged).
+	chMu    sync.Mutex
+	changes map[*Execution]struct{} // guarded by chMu
+
 	remoteDir string // set once at open; see artifactDir
 
 	ports portForwards // exec/forward listeners (portforward.go)
@@ -297,7 +302,7 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 	s.owners[id] = c.owner()
 	s.wg.Add(1)
 	go e.run()
-	s.changed()
+	s.changed(e)
 	return e, nil
 }
 
@@ -438,16 +443,28 @@ func (s *Session) List(c Caller) []Facts {
 }
 
 // Live returns the facts of every live execution, by start (queued ones
-// last, by arrival).
+// last, by arrival). Live means not settled in the facts it returns, so a
+// listing never holds an execution whose final facts a consumer may
+// already have seen.
 func (s *Session) Live() []Facts {
 	s.mu.Lock()
-	var out []Facts
+	out := make([]Facts, 0, len(s.execs))
 	for _, e := range s.execs {
-		if !e.settledNow() {
-			out = append(out, e.Facts())
+		if e.settledNow() {
+			continue
+		}
+		if f := e.Facts(); f.State != Settled {
+			out = append(out, f)
 		}
 	}
 	s.mu.Unlock()
+	sortFacts(out)
+	return out
+}
+
+// sortFacts orders facts as exec/list does: those started by start, then
+// the others; ties by id, which is arrival order.
+func sortFacts(out []Facts) {
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
 		if (a.StartedAt == nil) != (b.StartedAt == nil) {
@@ -458,10 +475,44 @@ func (s *Session) Live() []Facts {
 		}
 		return a.ExecutionID < b.ExecutionID
 	})
-	if out == nil {
-		out = []Facts{}
+}
+
+// TakeChanged returns the current facts of every execution changed since
+// the last call, in exec/list order, and forgets those changes; ok is
+// false when none changed. A settled execution is returned once, with its
+// final facts, however often it is marked after: that tells a consumer it
+// left the live set. The sink of exec/changed calls it when it writes one,
+// so every change made meanwhile joins it.
+func (s *Session) TakeChanged() ([]Facts, bool) {
+	s.chMu.Lock()
+	taken := s.changes
+	s.changes = nil
+	s.chMu.Unlock()
+	if len(taken) == 0 {
+		return nil, false
 	}
-	return out
+	type pair struct {
+		e *Execution
+		f Facts
+	}
+	snap := make([]pair, 0, len(taken))
+	for e := range taken {
+		snap = append(snap, pair{e, e.Facts()})
+	}
+	kept := make([]Facts, 0, len(snap))
+	s.chMu.Lock()
+	for _, p := range snap {
+		if p.f.State == Settled {
+			if p.e.finalShown {
+				continue
+			}
+			p.e.finalShown = true
+		}
+		kept = append(kept, p.f)
+	}
+	s.chMu.Unlock()
+	sortFacts(kept)
+	return kept, len(kept) > 0
 }
 
 // StopAll stops live executions and replies with the count once they
@@ -550,7 +601,7 @@ func (s *Session) settled(e *Execution, f Facts) {
 		s.mu.Unlock()
 	}
 	s.m.events.Settled(f)
-	s.changed()
+	s.changed(e)
 	retain := time.Duration(s.limits.RetainMs) * time.Millisecond
 	s.Go(func() {
 		t := time.NewTimer(retain)
@@ -580,7 +631,16 @@ func (s *Session) settled(e *Execution, f Facts) {
 	})
 }
 
-func (s *Session) changed() {
+// changed records that e's facts changed (registered, started, yielded,
+// stopping, output grew, settled, ...) and tells the sink, which coalesces
+// the news per session and takes the changes when it writes them.
+func (s *Session) changed(e *Execution) {
+	s.chMu.Lock()
+	if s.changes == nil {
+		s.changes = map[*Execution]struct{}{}
+	}
+	s.changes[e] = struct{}{}
+	s.chMu.Unlock()
 	s.m.events.Changed(s)
 }
 

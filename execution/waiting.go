@@ -128,7 +128,7 @@ func (e *Execution) afterActivity(ended endedWait) {
 	if !ended.ended {
 		return
 	}
-	e.s.changed()
+	e.s.changed(e)
 	e.retractRequest(ended)
 }
 
@@ -249,7 +249,7 @@ func (e *Execution) beginInputWait(gen uint64) {
 	if !begun {
 		return
 	}
-	e.s.changed() // at once, not at the end of an output window
+	e.s.changed(e) // at once, not at the end of an output window
 	e.requestInput(gen, prompt)
 }
 

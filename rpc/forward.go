@@ -11,7 +11,7 @@ import (
 // from one goroutine, so producers never block on the pipe.
 //
 // Its queue stays bounded however long the client does not read:
-// live-set changes coalesce per session and wakes per owner, their
+// execution changes coalesce per session and wakes per owner, their
 // payload built only when the client can take it (so a burst of changes,
 // or a client that is behind, costs one snapshot); progress coalesces per
 // execution and is dropped while the client is behind (it is advisory).
@@ -145,7 +145,12 @@ func (f *forwarder) run() {
 			}
 			n.params = WakeParams{SessionID: n.session.ID(), Owner: n.owner, DeliveryIDs: ids}
 		case n.session != nil:
-			n.params = ChangedParams{SessionID: n.session.ID(), Live: n.session.Live()}
+			// Taken now, so every change made while this waited joins it.
+			changed, ok := n.session.TakeChanged()
+			if !ok {
+				continue
+			}
+			n.params = ChangedParams{SessionID: n.session.ID(), Changed: changed}
 		}
 		f.send(n.method, n.params)
 	}

@@ -187,9 +187,12 @@ type ProgressParams struct {
 	Tail        string          `json:"tail"`
 }
 
+// ChangedParams carries the executions that changed since the last
+// exec/changed of the session, not the whole live set: a consumer keeps
+// its own table, seeded by exec/list.
 type ChangedParams struct {
 	SessionID string            `json:"sessionId"`
-	Live      []execution.Facts `json:"live"`
+	Changed   []execution.Facts `json:"changed"`
 }
 
 type SettledParams struct {

@@ -32,6 +32,7 @@ type Server struct {
 	fwd        *forwarder
 	conn       atomic.Pointer[jsonrpc2.Conn]
 	stream     atomic.Pointer[Stream] // the connection's, while it is served
+	streams    sync.Map               // *jsonrpc2.Conn to its *Stream, while it is served
 	instanceID string
 	wg         sync.WaitGroup // server-owned goroutines
 
@@ -96,8 +97,8 @@ func NewServer(o Options) *Server {
 		aborted:    make(chan struct{}),
 	}
 	s.fwd = newForwarder(func(method string, params any) {
-		if c := s.conn.Load(); c != nil {
-			_ = c.Notify(notifyCtx, method, params)
+		if st := s.stream.Load(); st != nil {
+			_ = st.writeNotification(method, params)
 		}
 	}, func() bool {
 		st := s.stream.Load()
@@ -175,6 +176,7 @@ func (s *Server) serveConn(r io.Reader, w io.Writer, closer io.Closer, reattache
 	st.hold()
 	conn = jsonrpc2.NewConn(context.Background(), st, s, jsonrpc2.SetLogger(s.logger), st.AttachParams())
 	close(ready)
+	s.streams.Store(conn, st)
 	s.conn.Store(conn)
 	s.stream.Store(st)
 	st.release() // the handler knows its connection before the first request
@@ -198,6 +200,7 @@ func (s *Server) serveConn(r io.Reader, w io.Writer, closer io.Closer, reattache
 	}
 	s.stream.CompareAndSwap(st, nil)
 	s.conn.CompareAndSwap(conn, nil)
+	s.streams.Delete(conn)
 	s.mu.Lock()
 	for id, cancel := range s.waiting {
 		cancel(errDisconnected)
@@ -284,6 +287,7 @@ func (s *Server) untrack(sess *execution.Session) {
 type reply struct {
 	s    *Server
 	conn *jsonrpc2.Conn
+	st   *Stream // conn's, nil once it is no longer served
 	id   jsonrpc2.ID
 	sent atomic.Bool
 }
@@ -317,6 +321,10 @@ func (r *reply) send(result any, err error) {
 	}
 	if result == nil {
 		result = Empty{}
+	}
+	if r.st != nil {
+		_ = r.st.writeResult(r.id, result)
+		return
 	}
 	_ = r.conn.Reply(notifyCtx, r.id, result)
 }
@@ -374,6 +382,9 @@ func (s *Server) dispatch(conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 		return
 	}
 	r := &reply{s: s, conn: conn, id: req.ID}
+	if st, ok := s.streams.Load(conn); ok {
+		r.st = st.(*Stream)
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			s.logger.Printf("rpc: BUG: panic handling %s: %v", req.Method, v)
@@ -724,7 +735,11 @@ func (s *Server) execList(req *jsonrpc2.Request, r *reply) {
 	if !ok {
 		return
 	}
-	r.ok(ExecListResult{Executions: sess.List(c)})
+	// Listed where the reply goes in the stream of notifications: every
+	// exec/changed written before it is older than the listing, and any
+	// change after it comes in a later one, so a table seeded by the reply
+	// and merged with exec/changed stays true.
+	s.fwd.after(func() { r.ok(ExecListResult{Executions: sess.List(c)}) })
 }
 
 func (s *Server) execStopAll(req *jsonrpc2.Request, r *reply) {

@@ -130,6 +130,48 @@ func (s *Stream) WriteObject(obj any) error {
 	return s.writeFrame(data)
 }
 
+// writeResult queues the response to request id with result. jsonrpc2's
+// own path encodes a result four times over (each json.Marshaler layer
+// is re-validated), which for a listing of hundreds of executions was
+// most of its cost: this encodes it once.
+func (s *Stream) writeResult(id jsonrpc2.ID, result any) error {
+	idJSON, err := json.Marshal(id)
+	if err != nil {
+		return err
+	}
+	res, err := json.Marshal(result)
+	if err != nil {
+		return err
+	}
+	body := make([]byte, 0, len(idJSON)+len(res)+40)
+	body = append(body, `{"id":`...)
+	body = append(body, idJSON...)
+	body = append(body, `,"result":`...)
+	body = append(body, res...)
+	body = append(body, `,"jsonrpc":"2.0"}`...)
+	return s.writeFrame(body)
+}
+
+// writeNotification queues the notification method with params, encoded
+// once (see writeResult).
+func (s *Stream) writeNotification(method string, params any) error {
+	name, err := json.Marshal(method)
+	if err != nil {
+		return err
+	}
+	p, err := json.Marshal(params)
+	if err != nil {
+		return err
+	}
+	body := make([]byte, 0, len(name)+len(p)+40)
+	body = append(body, `{"method":`...)
+	body = append(body, name...)
+	body = append(body, `,"params":`...)
+	body = append(body, p...)
+	body = append(body, `,"jsonrpc":"2.0"}`...)
+	return s.writeFrame(body)
+}
+
 func (s *Stream) writeFrame(data []byte) error {
 	return s.out.put([]byte("Content-Length: "+strconv.Itoa(len(data))+"\r\n\r\n"), data)
 }

@@ -175,9 +175,8 @@ func Start(o Options, h Handler) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{child: child}
-	c.conn = jsonrpc2.NewConn(context.Background(),
-		jsonrpc2.NewBufferedStream(pipes{child.stdout, child.stdin}, jsonrpc2.VSCodeObjectCodec{}),
-		c.handler(h))
+	st := newStream(pipes{child.stdout, child.stdin})
+	c.conn = jsonrpc2.NewConn(context.Background(), st, c.handler(h), st.attach())
 	return c, nil
 }
 
@@ -190,9 +189,8 @@ func Dial(ctx context.Context, path string, h Handler) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{}
-	c.conn = jsonrpc2.NewConn(context.Background(),
-		jsonrpc2.NewBufferedStream(nc, jsonrpc2.VSCodeObjectCodec{}),
-		c.handler(h),
+	st := newStream(nc)
+	c.conn = jsonrpc2.NewConn(context.Background(), st, c.handler(h), st.attach(),
 		// Socket clients drop connections on purpose (a reattaching
 		// client): a reply to a request cut off by the drop, or the read
 		// the drop ends, is expected and not worth the library's log line.

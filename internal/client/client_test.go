@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/mevedel/mevedel-exec/internal/client"
 	"github.com/mevedel/mevedel-exec/internal/testsupport"
 	"github.com/mevedel/mevedel-exec/rpc"
+	"github.com/sourcegraph/jsonrpc2"
 )
 
 var bin string
@@ -139,5 +141,71 @@ func TestWaitKillsPastTheBound(t *testing.T) {
 	}
 	if code := child.ExitCode(); code != -1 {
 		t.Fatalf("exit code %d, want -1 (killed)", code)
+	}
+}
+
+// Results, errors and notifications come through whole, however large:
+// the client keeps a result or params out of the library's generic
+// decoding and hands them back raw.
+func TestLargeResultsErrorsAndNotifications(t *testing.T) {
+	var stderr testsupport.Buffer
+	changed := make(chan rpc.ChangedParams, 256)
+	c, err := client.Start(options(t, &stderr), func(_ *client.Client, n client.Notification) {
+		if n.Method == rpc.NotifyChanged {
+			var p rpc.ChangedParams
+			if err := json.Unmarshal(n.Params, &p); err == nil {
+				select {
+				case changed <- p:
+				default:
+				}
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Call(ctx(t), rpc.MethodSessionOpen, rpc.SessionOpenParams{SessionID: "s", StateDir: filepath.Join(t.TempDir(), "state")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	zero := int64(0)
+	const n = 40
+	for i := range n {
+		label := fmt.Sprintf("%02d-%s", i, strings.Repeat("é", 2000))
+		if err := c.Call(ctx(t), rpc.MethodExecStart, rpc.ExecStartParams{SessionID: "s", Command: "exec sleep 600", Cwd: "/",
+			YieldMs: &zero, Label: label}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var list rpc.ExecListResult
+	if err := c.Call(ctx(t), rpc.MethodExecList, rpc.ExecListParams{SessionID: "s", Authority: rpc.Authority{As: "user"}}, &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Executions) != n {
+		t.Fatalf("listed %d, want %d", len(list.Executions), n)
+	}
+	for i, f := range list.Executions {
+		if want := fmt.Sprintf("%02d-%s", i, strings.Repeat("é", 2000)); f.Label != want {
+			t.Fatalf("execution %d: label of %d bytes, want %d", i, len(f.Label), len(want))
+		}
+	}
+	select {
+	case p := <-changed:
+		if p.SessionID != "s" || len(p.Changed) == 0 {
+			t.Fatalf("exec/changed %+v", p)
+		}
+	case <-time.After(bound):
+		t.Fatal("no exec/changed")
+	}
+	err = c.Call(ctx(t), rpc.MethodExecObserve, rpc.ExecObserveParams{SessionID: "s", ExecutionID: "none"}, nil)
+	var rerr *jsonrpc2.Error
+	if !errors.As(err, &rerr) || rerr.Code != -32001 {
+		t.Fatalf("observing an unknown id: %v, want a -32001 error", err)
+	}
+	var stopped rpc.ExecStopAllResult
+	if err := c.Call(ctx(t), rpc.MethodExecStopAll, rpc.ExecStopAllParams{SessionID: "s", Authority: rpc.Authority{As: "user"}}, &stopped); err != nil || stopped.Stopped != n {
+		t.Fatalf("stopAll: %+v %v", stopped, err)
+	}
+	if err := c.Shutdown(bound); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -61,13 +61,14 @@ BENCH is one of:
           tail reads of a retired log
   remote  exec/start on an SSH host (pooled) against ssh and a ControlMaster,
           remote output into the spool (remote.go)
+  list    exec/list with 500 live executions (list.go)
   scale   500 live executions: OS threads, RSS, exec/list and exec/observe
           latency, exec/stopAll (scale.go)
   waiting prompt to waitingForInput, listen() to the ready yield, and the
           CPU the detection costs with 64 live tty executions (waiting.go)
   sandbox exec/start true confined by bubblewrap (and with limits) against
           unconfined, interleaved (sandbox.go)
-  all     every benchmark: spool, logs, remote, scale, waiting, then sandbox
+  all     every benchmark: spool, logs, remote, list, scale, waiting, then sandbox
 `
 
 const (
@@ -93,7 +94,7 @@ const (
 )
 
 func main() {
-	if len(os.Args) != 2 || !slices.Contains([]string{"spool", "logs", "remote", "scale", "waiting", "sandbox", "all"}, os.Args[1]) {
+	if len(os.Args) != 2 || !slices.Contains([]string{"spool", "logs", "remote", "list", "scale", "waiting", "sandbox", "all"}, os.Args[1]) {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
@@ -151,6 +152,9 @@ func run(ctx context.Context, which string) error {
 	}
 	if which == "remote" || which == "all" {
 		steps = append(steps, b.remote)
+	}
+	if which == "list" || which == "all" {
+		steps = append(steps, b.list)
 	}
 	if which == "scale" || which == "all" {
 		steps = append(steps, b.scale)

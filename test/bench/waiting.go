@@ -79,7 +79,7 @@ func (w *watcher) note(c *client.Client, n client.Notification) {
 			return
 		}
 		w.mu.Lock()
-		for _, f := range p.Live {
+		for _, f := range p.Changed {
 			if _, seen := w.waiting[f.ExecutionID]; f.WaitingForInput && !seen {
 				w.waiting[f.ExecutionID] = now
 			}

@@ -317,8 +317,8 @@ func (h *helper) waitNote(match func(note) bool) note {
 	}
 }
 
-// waitLive waits for an exec/changed notification whose live set holds an
-// execution that satisfies match, and returns its facts.
+// waitLive waits for an exec/changed notification that carries facts of
+// an execution that satisfy match, and returns them.
 func (h *helper) waitLive(match func(execution.Facts) bool) execution.Facts {
 	h.t.Helper()
 	var found execution.Facts
@@ -326,9 +326,9 @@ func (h *helper) waitLive(match func(execution.Facts) bool) execution.Facts {
 		if n.Method != "exec/changed" {
 			return false
 		}
-		var p struct{ Live []execution.Facts }
+		var p struct{ Changed []execution.Facts }
 		_ = json.Unmarshal(n.Params, &p)
-		for _, f := range p.Live {
+		for _, f := range p.Changed {
 			if match(f) {
 				found = f
 				return true

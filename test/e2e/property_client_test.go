@@ -435,11 +435,11 @@ func (c *propClient) handle(pc *propConn, method string, params json.RawMessage)
 			c.signal()
 		}
 	case "exec/changed":
-		// Its live set is read when it is sent: a command shown past
+		// Its facts are read when it is sent: a command shown past
 		// queued has its row, with its group leader, in the journal.
-		var p struct{ Live []execution.Facts }
+		var p struct{ Changed []execution.Facts }
 		if json.Unmarshal(params, &p) == nil {
-			for _, f := range p.Live {
+			for _, f := range p.Changed {
 				if f.State != execution.Queued {
 					c.running[f.ExecutionID] = true
 				}

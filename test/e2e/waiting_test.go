@@ -20,9 +20,9 @@ func (h *helper) everWaiting(id string) bool {
 		if n.Method != "exec/changed" {
 			continue
 		}
-		var p struct{ Live []execution.Facts }
+		var p struct{ Changed []execution.Facts }
 		_ = json.Unmarshal(n.Params, &p)
-		for _, f := range p.Live {
+		for _, f := range p.Changed {
 			if f.ExecutionID == id && f.WaitingForInput {
 				return true
 			}

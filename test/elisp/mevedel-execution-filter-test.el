@@ -35,7 +35,7 @@
 (defun mevedel-execution-filter-test--changed ()
   "Return the frame of an empty `exec/changed' of session \"s\"."
   (mevedel-execution-filter-test--frame
-   "{\"jsonrpc\":\"2.0\",\"method\":\"exec/changed\",\"params\":{\"sessionId\":\"s\",\"live\":[]}}"))
+   "{\"jsonrpc\":\"2.0\",\"method\":\"exec/changed\",\"params\":{\"sessionId\":\"s\",\"changed\":[]}}"))
 
 (defun mevedel-execution-filter-test--answer (id result)
   "Return the frame of the answer to request ID, RESULT a JSON text."

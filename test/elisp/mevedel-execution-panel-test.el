@@ -57,10 +57,18 @@
     (save-current-buffer (call-interactively command))))
 
 (defun mevedel-execution-panel-test--changed (session-id &rest live)
-  "Dispatch an `exec/changed' for SESSION-ID with the wire facts LIVE.
-The panel has handled it, as the queue's timer would, on return."
-  (mevedel-execution--dispatch-notification
-   mevedel-execution--current 'exec/changed (list :sessionId session-id :live (vconcat live)))
+  "Dispatch an `exec/changed' after which SESSION-ID has the wire facts LIVE.
+It carries LIVE and, as settled, every other execution the facade
+holds live.  The panel has handled it, as the queue's timer would,
+on return."
+  (let* ((ids (mapcar (lambda (facts) (plist-get facts :executionId)) live))
+         (gone (cl-loop for facts in (mevedel-execution--live-list session-id)
+                        for id = (plist-get facts :execution-id)
+                        unless (member id ids)
+                        collect (list :executionId id :state "settled"))))
+    (mevedel-execution--dispatch-notification
+     mevedel-execution--current 'exec/changed
+     (list :sessionId session-id :changed (vconcat gone live))))
   (mevedel-execution--drain))
 
 (defun mevedel-execution-panel-test--wait-gone (id what)
@@ -312,9 +320,11 @@ and gives the transcript one line saying so."
   "Point stays on its execution across refreshes; panels of sessions are apart."
   (mevedel-execution-test--with-helper session
     (let* ((sid (mevedel-execution-session-id session))
-           (f (lambda (id label)
+           ;; Rows come in exec/list order: by start, then by id.
+           (f (lambda (id label &optional second)
                 (list :executionId id :owner "/root" :command label :label label
-                      :state "running" :startedAt "2020-01-01T00:00:00.000Z"))))
+                      :state "running"
+                      :startedAt (format "2020-01-01T00:00:%02d.000Z" (or second 0))))))
       (mevedel-execution-panel-test--with-panel session _panel
         (mevedel-execution-panel-test--changed
          sid (funcall f "e1" "one") (funcall f "e2" "two") (funcall f "e3" "three"))
@@ -322,13 +332,13 @@ and gives the transcript one line saying so."
         (forward-char 5)
         (let ((column (current-column)))
           (mevedel-execution-panel-test--changed
-           sid (funcall f "e3" "three") (funcall f "e2" "two") (funcall f "e1" "one"))
+           sid (funcall f "e3" "three" 1) (funcall f "e2" "two" 2) (funcall f "e1" "one" 3))
           (should (equal (mevedel-execution-panel-test--ids) '("e3" "e2" "e1")))
           (should (equal (tabulated-list-get-id) "e2"))
           (should (= (current-column) column)))
         ;; When its row goes, point moves to the row that followed it.
         (mevedel-execution-panel-test--changed
-         sid (funcall f "e3" "three") (funcall f "e1" "one"))
+         sid (funcall f "e3" "three" 1) (funcall f "e1" "one" 3))
         (should (equal (tabulated-list-get-id) "e1"))
         (should (string-match-p "\\`[0-9]+h[0-9][0-9]m\\'"
                                 (mevedel-execution-panel-test--column "e1" "Runtime"))))

@@ -522,8 +522,11 @@ not sent to B, and the message names A."
                      (let ((sid (mevedel-execution-session-id session)))
                        (mevedel-execution-panel-test--changed
                         sid
-                        (list :executionId b :owner "/root" :command "b" :label "B" :state "running" :tty t)
-                        (list :executionId a :owner "/root" :command "a" :label "A" :state "running" :tty t)))
+                        ;; Rows come in exec/list order, by start: B first now.
+                        (list :executionId b :owner "/root" :command "b" :label "B" :state "running" :tty t
+                              :startedAt "2020-01-01T00:00:01.000Z")
+                        (list :executionId a :owner "/root" :command "a" :label "A" :state "running" :tty t
+                              :startedAt "2020-01-01T00:00:02.000Z")))
                      (should (equal (mevedel-execution-panel-test--ids) (list b a)))
                      (goto-char (mevedel-execution-panel--row-start b))
                      (should (equal (tabulated-list-get-id) b))

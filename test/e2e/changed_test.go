@@ -1,0 +1,256 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mevedel/mevedel-exec/execution"
+)
+
+// streamMsg is one message the helper wrote, reply or notification.
+type streamMsg struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int64
+		Message string
+	} `json:"error"`
+}
+
+// streamClient speaks to a helper on stdio and reads every message it
+// writes, in the order written, so a reply's place among the
+// notifications is known.
+type streamClient struct {
+	*rawClient
+	msgs chan streamMsg
+	log  []streamMsg // read so far, in order
+	next int         // request ids
+}
+
+func startStream(t *testing.T) *streamClient {
+	c := &streamClient{rawClient: startRaw(t), msgs: make(chan streamMsg)}
+	go func() {
+		defer close(c.msgs)
+		for {
+			length := -1
+			for {
+				line, err := c.out.ReadString('\n')
+				if err != nil {
+					return
+				}
+				line = strings.TrimRight(line, "\r\n")
+				if line == "" {
+					break
+				}
+				if v, ok := strings.CutPrefix(line, "Content-Length: "); ok {
+					length, _ = strconv.Atoi(v)
+				}
+			}
+			body := make([]byte, length)
+			if _, err := io.ReadFull(c.out, body); err != nil {
+				return
+			}
+			var m streamMsg
+			if json.Unmarshal(body, &m) != nil {
+				m.Method = "invalid JSON: " + string(body)
+			}
+			c.msgs <- m
+		}
+	}()
+	return c
+}
+
+// read takes the next message.
+func (c *streamClient) read() streamMsg {
+	c.t.Helper()
+	select {
+	case m, ok := <-c.msgs:
+		if !ok {
+			c.t.Fatalf("the helper closed its output:\n%s", c.stderr.String())
+		}
+		c.log = append(c.log, m)
+		return m
+	case <-time.After(waitBound):
+		c.t.Fatal("nothing from the helper")
+	}
+	return streamMsg{}
+}
+
+// call sends a request and reads up to its reply, which it returns with
+// its index in the log.
+func (c *streamClient) call(method string, params, result any) int {
+	c.t.Helper()
+	c.next++
+	id := strconv.Itoa(c.next)
+	p, _ := json.Marshal(params)
+	c.sendFrame(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":%q,"params":%s}`, id, method, p))
+	for {
+		if m := c.read(); m.Method == "" && string(m.ID) == id {
+			if m.Error != nil {
+				c.t.Fatalf("%s: %d %s", method, m.Error.Code, m.Error.Message)
+			}
+			if result != nil {
+				if err := json.Unmarshal(m.Result, result); err != nil {
+					c.t.Fatalf("%s: %v", method, err)
+				}
+			}
+			return len(c.log) - 1
+		}
+	}
+}
+
+// readUntil reads until done holds of the log.
+func (c *streamClient) readUntil(done func() bool) {
+	c.t.Helper()
+	for !done() {
+		c.read()
+	}
+}
+
+type changedParams struct {
+	SessionID string
+	Changed   []execution.Facts
+}
+
+// liveTable is what a consumer of exec/changed keeps: seeded by a listing,
+// merged from each change, settled executions removed.
+type liveTable map[string]execution.Facts
+
+func (l liveTable) merge(fs []execution.Facts) {
+	for _, f := range fs {
+		if f.State == execution.Settled {
+			delete(l, f.ExecutionID)
+		} else {
+			l[f.ExecutionID] = f
+		}
+	}
+}
+
+// exec/changed carries only the executions that changed, each settled one
+// once with its final facts and never again; a table seeded by exec/list
+// and merged from it is the helper's live set; and 20 executions with
+// 4 KiB labels whose output keeps growing cost bytes in proportion to
+// their changes (at most about one a second each), not to every live
+// execution at every change.
+func TestChangedCarriesOnlyWhatChanged(t *testing.T) {
+	c := startStream(t)
+	dir := t.TempDir()
+	c.call("session/open", map[string]any{"sessionId": "a", "stateDir": dir, "limits": map[string]any{"maxLive": 32}}, nil)
+	start := func(command, label string) string {
+		var o obs
+		c.call("exec/start", map[string]any{"sessionId": "a", "command": command, "label": label, "yieldMs": 0,
+			"readOnly": true, "cwd": dir, "env": map[string]string{"MEVEDEL_E2E": "1"}}, &o)
+		if o.Facts.ExecutionID == "" || o.Final {
+			t.Fatalf("start %q: %+v", command, o.Facts)
+		}
+		return o.Facts.ExecutionID
+	}
+	// Two that stay, quiet, so the table has something to agree on.
+	stay := []string{start("exec sleep 600", "stays 1"), start("exec sleep 600", "stays 2")}
+	seedAt := c.call("exec/list", map[string]any{"sessionId": "a", "as": "user"}, new(struct{}))
+	const n = 20
+	const ticks = 30 // 3 s of output, a line every 100 ms
+	began := time.Now()
+	flooding := map[string]bool{}
+	for i := range n {
+		label := fmt.Sprintf("%02d", i) + strings.Repeat("l", 4096-2)
+		flooding[start(fmt.Sprintf("for i in $(seq %d); do echo tick $i; sleep 0.1; done", ticks), label)] = true
+	}
+	// Until each has come settled.
+	settledSeen := map[string]int{}
+	c.readUntil(func() bool {
+		m := c.log[len(c.log)-1]
+		if m.Method == "exec/changed" {
+			var p changedParams
+			_ = json.Unmarshal(m.Params, &p)
+			for _, f := range p.Changed {
+				if f.State == execution.Settled {
+					settledSeen[f.ExecutionID]++
+				}
+			}
+		}
+		return len(settledSeen) == n
+	})
+	wall := time.Since(began)
+	var final struct{ Executions []execution.Facts }
+	finalAt := c.call("exec/list", map[string]any{"sessionId": "a", "as": "user"}, &final)
+
+	// The table a consumer keeps, from the first listing on.
+	var first struct{ Executions []execution.Facts }
+	_ = json.Unmarshal(c.log[seedAt].Result, &first)
+	table := liveTable{}
+	table.merge(first.Executions)
+	appearances := map[string]int{}
+	over := map[string]bool{} // came settled
+	var bytes, notes int
+	for _, m := range c.log[:finalAt] {
+		if m.Method != "exec/changed" {
+			continue
+		}
+		notes++
+		bytes += len(m.Params)
+		var raw map[string]json.RawMessage
+		_ = json.Unmarshal(m.Params, &raw)
+		if _, ok := raw["live"]; ok {
+			t.Fatal("exec/changed still carries the live set")
+		}
+		var p changedParams
+		if err := json.Unmarshal(m.Params, &p); err != nil || p.SessionID != "a" || len(p.Changed) == 0 {
+			t.Fatalf("exec/changed %s: %v", m.Params[:min(len(m.Params), 200)], err)
+		}
+		ids := map[string]bool{}
+		for _, f := range p.Changed {
+			if ids[f.ExecutionID] {
+				t.Fatalf("%s twice in one exec/changed", f.ExecutionID)
+			}
+			ids[f.ExecutionID] = true
+			if over[f.ExecutionID] {
+				t.Fatalf("%s came again after its final facts: %s", f.ExecutionID, f.State)
+			}
+			over[f.ExecutionID] = f.State == execution.Settled
+			appearances[f.ExecutionID]++
+		}
+		table.merge(p.Changed)
+	}
+	for id := range flooding {
+		if settledSeen[id] != 1 {
+			t.Errorf("%s came settled %d times, want once", id, settledSeen[id])
+		}
+	}
+	// The table is the helper's live set, facts and all (the two left are
+	// quiet: nothing changed since their last exec/changed).
+	if got, want := slices.Sorted(maps.Keys(table)), stay; !slices.Equal(got, want) {
+		t.Fatalf("table %v, helper's live set %v", got, want)
+	}
+	if len(final.Executions) != len(stay) {
+		t.Fatalf("exec/list: %d live, want %d", len(final.Executions), len(stay))
+	}
+	for _, f := range final.Executions {
+		if g := table[f.ExecutionID]; g.State != f.State || g.Label != f.Label || g.OutputBytes != f.OutputBytes {
+			t.Fatalf("table has %s %s %d bytes, exec/list %s %d", f.ExecutionID, g.State, g.OutputBytes, f.State, f.OutputBytes)
+		}
+	}
+	// Each flooding execution changes when registered, running, yielded,
+	// settled, and at most once a second for its output.
+	limit := int(wall/time.Second) + 6
+	for id := range flooding {
+		if appearances[id] > limit {
+			t.Errorf("%s appeared in %d exec/changed over %v, want at most %d", id, appearances[id], wall, limit)
+		}
+	}
+	bound := n * limit * 6 << 10 // facts of a 4 KiB label take under 6 KiB
+	t.Logf("%d exec/changed, %d KiB in %v (bound %d KiB)", notes, bytes>>10, wall.Round(time.Millisecond), bound>>10)
+	if bytes > bound {
+		t.Fatalf("exec/changed took %d KiB, bound %d KiB", bytes>>10, bound>>10)
+	}
+	c.call("exec/stopAll", map[string]any{"sessionId": "a", "as": "user"}, nil)
+}

@@ -1,0 +1,96 @@
+;;; mevedel-execution-live-test.el --- ERT tests of the facade's live table  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; `exec/changed' carries only the executions that changed; the facade
+;; keeps each session's live table from it and hands listeners the
+;; whole live set, as the helper's own `exec/list' gives it.  Driven
+;; against the real helper with the fixtures of the mailbox tests;
+;; every wait is a bounded loop on a condition.
+
+;;; Code:
+
+(require 'ert)
+(require 'cl-lib)
+(require 'mevedel-execution-mailbox-test
+         (expand-file-name "mevedel-execution-mailbox-test.el"
+                           (file-name-directory (or load-file-name buffer-file-name))))
+
+(defun mevedel-execution-live-test--kill-helper ()
+  "Kill the running helper with SIGKILL; return once its death was noticed."
+  (let ((proc (jsonrpc--process mevedel-execution--current)))
+    (cl-letf (((symbol-function 'message) #'ignore))
+      (signal-process proc 'KILL)
+      (mevedel-execution-test--wait-until (lambda () (null mevedel-execution--current))
+                                          "the death to be noticed"))))
+
+(defun mevedel-execution-live-test--ids (facts-list)
+  "Return the execution ids of FACTS-LIST, in order."
+  (mapcar (lambda (facts) (plist-get facts :execution-id)) facts-list))
+
+(ert-deftest mevedel-execution-live-test-follows-changes ()
+  "Listeners get the whole live set though the helper sends only changes.
+It matches `exec/list' as work starts, and a settled execution leaves
+it the one time its final facts come."
+  (mevedel-execution-test--with-helper session
+    (let* ((sid (mevedel-execution-session-id session))
+           (live nil)
+           (changed nil)
+           (mevedel-execution-event-functions
+            (list (lambda (type plist)
+                    (when (and (eq type 'changed)
+                               (equal (plist-get plist :session-id) sid))
+                      (setq live (mevedel-execution-live-test--ids (plist-get plist :live)))
+                      (setq changed (append changed (plist-get plist :changed)))))))
+           (a (mevedel-execution-mailbox-test--start-background session "sleep 300" "a"))
+           (b (mevedel-execution-mailbox-test--background session "b done" nil "b"))
+           (b-id (car b)))
+      (mevedel-execution-test--wait-until
+       (lambda () (equal live (list a b-id))) "both to be live")
+      (should (equal (mevedel-execution-live-test--ids (mevedel-execution-list-user session))
+                     (list a b-id)))
+      (should (equal (mevedel-execution-live-test--ids (mevedel-execution-live session))
+                     (list a b-id)))
+      ;; Only executions that changed come, never the whole set again.
+      (should (cl-every (lambda (facts) (member (plist-get facts :execution-id) (list a b-id)))
+                        changed))
+      (mevedel-execution-mailbox-test--open (cdr b))
+      (mevedel-execution-test--wait-until (lambda () (equal live (list a))) "b to leave")
+      (let ((finals (cl-remove-if-not
+                     (lambda (facts) (equal (plist-get facts :state) "settled"))
+                     changed)))
+        (should (equal (mevedel-execution-live-test--ids finals) (list b-id)))
+        (should (equal (plist-get (car finals) :status) "completed")))
+      (should (equal (mevedel-execution-live-test--ids (mevedel-execution-live session))
+                     (list a)))
+      ;; What a listener is handed is its own: changing it changes nothing.
+      (setcar (mevedel-execution-live session) nil)
+      (plist-put (car (mevedel-execution-live session)) :state "mangled")
+      (should (equal (plist-get (car (mevedel-execution-live session)) :state) "running"))
+      (mevedel-execution-stop-user session a)
+      (mevedel-execution-test--wait-until (lambda () (null live)) "a to leave")
+      (should-not (mevedel-execution-live session))
+      (should-not (mevedel-execution-list-user session)))))
+
+(ert-deftest mevedel-execution-live-test-helper-exit ()
+  "A helper's exit empties the table; the reopened session starts afresh."
+  (mevedel-execution-test--with-helper session
+    (let ((a (mevedel-execution-mailbox-test--start-background session "sleep 300" "a")))
+      (mevedel-execution-test--wait-until
+       (lambda () (equal (mevedel-execution-live-test--ids (mevedel-execution-live session))
+                         (list a)))
+       "a to be live")
+      (mevedel-execution-live-test--kill-helper)
+      (mevedel-execution-test--wait-until
+       (lambda () (null (mevedel-execution-live session))) "the table to empty")
+      ;; The next call reopens the session on a new helper.
+      (let ((b (mevedel-execution-mailbox-test--start-background session "sleep 300" "b")))
+        (mevedel-execution-test--wait-until
+         (lambda () (equal (mevedel-execution-live-test--ids (mevedel-execution-live session))
+                           (list b)))
+         "only b to be live")
+        (mevedel-execution-stop-user session b)))))
+
+(provide 'mevedel-execution-live-test)
+
+;;; mevedel-execution-live-test.el ends here
