@@ -12,8 +12,11 @@ import (
 	"github.com/mevedel/mevedel-exec/execution"
 )
 
-// scaleLive is how many executions the scale test keeps live at once.
-const scaleLive = 500
+// scaleLive is how many executions the scale test keeps live at once:
+// four times the thread bound, so a thread per process would show, while
+// the race-built helper's forks stay within the suite's time (the
+// benchmark, `go run ./test/bench scale`, holds 500).
+const scaleLive = 250
 
 // Limits of the helper at scaleLive live `sleep` executions.
 const (
@@ -44,12 +47,12 @@ func procStatus(pid int, field string) (int64, error) {
 	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
-// At 500 live executions the helper holds no OS thread per process: one
+// At scale the helper holds no OS thread per live process: one
 // reaper waits for every child and output is read through the poller. A
 // thread count is not a time, so it is asserted here; RSS is reported
 // (the race detector this helper is built with multiplies it) and bounded
 // by the benchmark.
-func TestThreadsAt500Live(t *testing.T) {
+func TestThreadsAtScale(t *testing.T) {
 	h := startHelper(t)
 	s := h.open(map[string]any{"maxLive": scaleLive, "graceMs": 500})
 	ids := make([]string, scaleLive)
