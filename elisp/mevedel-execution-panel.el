@@ -1026,11 +1026,27 @@ They may have ended before it opened; newest first, within the limit."
   (interactive)
   (let ((id (mevedel-execution-panel--current-id)))
     (if (member id mevedel-execution-panel--expanded)
-        (setq mevedel-execution-panel--expanded (delete id mevedel-execution-panel--expanded))
-      (push id mevedel-execution-panel--expanded))
+        (progn
+          (setq mevedel-execution-panel--expanded (delete id mevedel-execution-panel--expanded))
+          (mevedel-execution-panel--follow id nil))
+      (push id mevedel-execution-panel--expanded)
+      (mevedel-execution-panel--follow id t))
     (let ((start (mevedel-execution-panel--row-start id)))
       (when start (goto-char start)))
     (mevedel-execution-panel--redraw)))
+
+(defun mevedel-execution-panel--follow (id on)
+  "Ask the helper to watch ID's listening ports while its inspector is open.
+ON nil undoes one earlier follow.  A finished execution needs none, and a
+refusal (it ended meanwhile) is no news."
+  (when (and (mevedel-execution-panel--live-p id)
+             (not mevedel-execution-panel--closed))
+    ;; Advisory: a helper that cannot be reached just shows no new ports.
+    (ignore-errors
+      (mevedel-execution-request-async
+       (mevedel-execution-panel--live-session) 'exec/follow
+       (list :execution-id id :as "user" :follow (if on t :json-false))
+       :on-error #'ignore))))
 
 (defun mevedel-execution-panel-stop ()
   "Stop the marked executions, or the one at point.

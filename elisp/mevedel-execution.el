@@ -229,6 +229,7 @@ order of the helper's messages, and may make synchronous calls.")
     (exec/list :session-id :owner :as)
     (exec/stopAll :session-id :owner :as)
     (exec/forward :session-id :execution-id :port)
+    (exec/follow :session-id :owner :as :execution-id :follow)
     (spool/read :session-id :owner :as :address :offset :length :line :lines)
     (spool/grep :session-id :owner :as :pattern :glob :addresses :max-matches
                 :context)

@@ -139,6 +139,7 @@ type execState struct {
 
 	inputWait inputWaitState // waiting for input (waiting.go)
 	listenAt  time.Time      // when facts.Listening was read (ready.go)
+	followers int            // exec/follow calls not yet undone (follow.go)
 }
 
 // update runs f on the state under the lock. f must not block: it may

@@ -501,6 +501,7 @@ func init() {
 		MethodMailboxAck:    (*Server).mailboxAck,
 		MethodExecForward:   (*Server).execForward,
 		MethodExecUnforward: (*Server).execUnforward,
+		MethodExecFollow:    (*Server).execFollow,
 
 		MethodTranscriptRecords:         (*Server).transcriptRecords,
 		MethodTranscriptCheckpoint:      (*Server).transcriptCheckpoint,

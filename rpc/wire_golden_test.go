@@ -58,6 +58,7 @@ var requestParams = map[string]any{
 	MethodMailboxAck:                MailboxAckParams{},
 	MethodExecForward:               ExecForwardParams{},
 	MethodExecUnforward:             ExecUnforwardParams{},
+	MethodExecFollow:                ExecFollowParams{},
 	MethodTranscriptRecords:         TranscriptRecordsParams{},
 	MethodTranscriptCheckpoint:      TranscriptCheckpointParams{},
 	MethodSessionCanRewind:          SessionCanRewindParams{},

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/mevedel/mevedel-exec/execution"
 	"github.com/mevedel/mevedel-exec/process"
+	"github.com/mevedel/mevedel-exec/rpc"
 )
 
 // freePort returns a TCP port nothing listens on right now.
@@ -212,4 +214,64 @@ import time; time.sleep(100)'`, first, gate, ready), map[string]any{"readyPort":
 		t.Fatalf("ready facts %+v", f)
 	}
 	s.mustCall(t, "exec/stop", id)
+}
+
+// A followed execution (a panel's inspector shows it) announces its
+// listening set when it changes, with no readyPort and no output to carry
+// the news; unfollowed, a later change stays unannounced until facts are
+// taken.
+func TestFollowedListeningIsAnnounced(t *testing.T) {
+	h := startHelper(t)
+	s := h.open(nil)
+	first, second := freePort(t), freePort(t)
+	gate1, gate2 := fifo(t, "first"), fifo(t, "second")
+	o := s.mustStart(fmt.Sprintf(`exec python3 -c '
+import socket
+open(%q).read()
+a=socket.socket(); a.bind(("127.0.0.1", %d)); a.listen()
+open(%q).read()
+b=socket.socket(); b.bind(("127.0.0.1", %d)); b.listen()
+import time; time.sleep(100)' >/dev/null 2>&1`, gate1, first, gate2, second), map[string]any{"yieldMs": 0})
+	id := o.Facts.ExecutionID
+	follow := func(on bool) {
+		h.mustCall("exec/follow", map[string]any{"sessionId": s.id, "executionId": id, "as": "user", "follow": on}, nil)
+	}
+	follow(true)
+	release(t, gate1)
+	h.waitLive(func(f execution.Facts) bool { return f.ExecutionID == id && listensOn(f, first) })
+
+	// Unfollowed: the helper reads no more ports for it. The second port
+	// shows in the facts a listing takes, never in an exec/changed.
+	follow(false)
+	release(t, gate2)
+	var f execution.Facts
+	for deadline := time.Now().Add(waitBound); !listensOn(f, second); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the second port never showed: %+v", f.Listening)
+		}
+		var list struct{ Executions []execution.Facts }
+		h.mustCall("exec/list", map[string]any{"sessionId": s.id, "as": "user"}, &list)
+		for _, x := range list.Executions {
+			if x.ExecutionID == id {
+				f = x
+			}
+		}
+	}
+	h.mu.Lock()
+	for _, n := range h.notes {
+		var p rpc.ChangedParams
+		if n.Method == rpc.NotifyChanged && json.Unmarshal(n.Params, &p) == nil {
+			for _, c := range p.Changed {
+				if c.ExecutionID == id && listensOn(c, second) {
+					h.mu.Unlock()
+					t.Fatal("an unfollowed execution's new port was announced")
+				}
+			}
+		}
+	}
+	h.mu.Unlock()
+
+	// A finished execution cannot be followed.
+	s.mustCall(t, "exec/stop", id)
+	h.wantError("exec/follow", map[string]any{"sessionId": s.id, "executionId": id, "as": "user"}, -32003, "refused")
 }

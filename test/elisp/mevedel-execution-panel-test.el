@@ -388,3 +388,33 @@ and gives the transcript one line saying so."
 
 (provide 'mevedel-execution-panel-test)
 ;;; mevedel-execution-panel-test.el ends here
+
+(ert-deftest mevedel-execution-panel-test-inspector-follows-ports ()
+  "An open inspector follows its row: a port the command starts to listen
+on shows although the command prints nothing; closing it stops that."
+  (mevedel-execution-test--with-helper session
+    (let* ((mevedel-execution-mailbox-delivery-function
+            #'mevedel-execution-mailbox-test--acking-sink)
+           (dir (make-temp-file "mevedel-follow" t))
+           (go (expand-file-name "go" dir))
+           (id (mevedel-execution-mailbox-test--start-background
+                session
+                (format "exec python3 -c 'import os, socket, time
+while not os.path.exists(%S): time.sleep(0.02)
+s = socket.socket(); s.bind((\"127.0.0.1\", 0)); s.listen(); time.sleep(100)' >/dev/null 2>&1"
+                        go)
+                "quiet server")))
+      (unwind-protect
+          (mevedel-execution-panel-test--with-panel session _panel
+            (mevedel-execution-panel-test--press "RET" id)
+            (should (member id mevedel-execution-panel--expanded))
+            ;; The port comes only once the inspector is open.
+            (write-region "" nil go)
+            (mevedel-execution-test--wait-until
+             (lambda () (mevedel-execution-panel-test--shown-p "listening 127.0.0.1:"))
+             "the port in the inspector")
+            (mevedel-execution-panel-test--press "RET" id)
+            (should-not mevedel-execution-panel--expanded)
+            (mevedel-execution-panel-test--press "k" id)
+            (mevedel-execution-panel-test--wait-gone id "the server's row to go"))
+        (delete-directory dir t)))))

@@ -1,0 +1,76 @@
+package execution
+
+import (
+	"time"
+
+	"github.com/mevedel/mevedel-exec/internal/fault"
+	"github.com/mevedel/mevedel-exec/process"
+)
+
+// followPoll is how often a followed execution's listening ports are
+// read: a person looking at it sees a server come up within a second,
+// and nobody pays for executions nobody looks at.
+const followPoll = time.Second
+
+// Follow answers exec/follow. While an execution is followed (a panel's
+// inspector shows it), the ports its tree listens on are read every
+// followPoll, and a change of that set raises exec/changed at once, as
+// a readyPort watch does. Follows are counted: each one is undone by one
+// unfollow (on false), and the watch ends with the last one or at
+// settlement.
+func (s *Session) Follow(c Caller, id string, on bool) error {
+	e, err := s.lookup(c, id)
+	if err != nil {
+		return err
+	}
+	start, settled := false, false
+	e.update(func(st *execState) {
+		if st.facts.State == Settled {
+			settled = true
+			return
+		}
+		if on {
+			st.followers++
+			start = st.followers == 1
+		} else if st.followers > 0 {
+			st.followers--
+		}
+	})
+	if settled && on {
+		return fault.New(fault.Refused, "execution %s has ended: there is nothing to follow", id)
+	}
+	if start {
+		s.Go(e.watchFollowed)
+	}
+	return nil
+}
+
+// watchFollowed reads the listening set while the execution is followed
+// and live (from when it runs), until the last unfollow or settlement.
+func (e *Execution) watchFollowed() {
+	t := time.NewTicker(followPoll)
+	defer t.Stop()
+	for {
+		var proc process.Process
+		followed := false
+		e.update(func(st *execState) {
+			followed = st.followers > 0 && st.facts.State != Settled
+			if st.facts.State == Running || st.facts.State == Stopping {
+				proc = st.proc
+			}
+		})
+		if !followed {
+			return
+		}
+		if proc != nil {
+			if l, ok := e.listeningOf(proc); ok && e.storeListening(l) {
+				e.s.changed(e)
+			}
+		}
+		select {
+		case <-t.C:
+		case <-e.done:
+			return
+		}
+	}
+}
