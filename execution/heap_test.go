@@ -7,10 +7,11 @@ import (
 	"time"
 )
 
-// quietEvents drops every announcement.
+// quietEvents drops every announcement; it takes what changed, as the
+// server's notification writer does, so nothing waits to be announced.
 type quietEvents struct{}
 
-func (quietEvents) Changed(*Session)       {}
+func (quietEvents) Changed(s *Session)     { s.TakeChanged() }
 func (quietEvents) Settled(Facts)          {}
 func (quietEvents) Progress(Facts, string) {}
 func (quietEvents) Deliver(Delivery)       {}
