@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/mevedel/mevedel-exec/internal/testsupport"
 )
 
 // quietEvents drops every announcement; it takes what changed, as the
@@ -43,18 +45,13 @@ func TestHeapPerExecutionRun(t *testing.T) {
 			}
 			<-e.done
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		left := func() int {
 			s.mu.Lock()
-			left := len(s.execs)
-			s.mu.Unlock()
-			if left == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d executions never left the registry", left)
-			}
-			time.Sleep(10 * time.Millisecond) // polling, bounded by deadline
+			defer s.mu.Unlock()
+			return len(s.execs)
+		}
+		if !testsupport.Poll(30*time.Second, func() bool { return left() == 0 }) {
+			t.Fatalf("%d executions never left the registry", left())
 		}
 		if _, err := s.journal.Checkpoint(t.Context()); err != nil {
 			t.Fatal(err)

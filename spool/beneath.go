@@ -307,19 +307,5 @@ func (d *Dir) Create(file string, limit int64) (*Spool, error) {
 	if err != nil {
 		return nil, ioErr("create", path, err)
 	}
-	// The umask may have narrowed the mode; output can hold secrets, so
-	// it is exactly 0600 either way.
-	if err := unix.Fchmod(fd, 0o600); err != nil {
-		unix.Close(fd)
-		dir.remove(file)
-		return nil, ioErr("chmod", path, err)
-	}
-	f := os.NewFile(uintptr(fd), path)
-	s, err := newFromFile(path, f, limit)
-	if err != nil {
-		f.Close()
-		dir.remove(file)
-		return nil, err
-	}
-	return s, nil
+	return adopt(path, os.NewFile(uintptr(fd), path), limit, func() { dir.remove(file) })
 }

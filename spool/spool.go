@@ -83,17 +83,24 @@ func Create(path string, limit int64) (*Spool, error) {
 	if err != nil {
 		return nil, ioErr("create", path, err)
 	}
-	// The umask may have narrowed the mode; output can hold secrets, so
-	// set exactly 0600 rather than trust the process's umask either way.
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		os.Remove(path)
-		return nil, ioErr("chmod", path, err)
+	return adopt(path, f, limit, func() { os.Remove(path) })
+}
+
+// adopt makes the file just created at path a spool: exactly 0600, since
+// the umask may have narrowed the mode and output can hold secrets. On
+// failure it closes f and calls remove.
+func adopt(path string, f *os.File, limit int64, remove func()) (*Spool, error) {
+	err := f.Chmod(0o600)
+	if err != nil {
+		err = ioErr("chmod", path, err)
 	}
-	s, err := newFromFile(path, f, limit)
+	var s *Spool
+	if err == nil {
+		s, err = newFromFile(path, f, limit)
+	}
 	if err != nil {
 		f.Close()
-		os.Remove(path)
+		remove()
 		return nil, err
 	}
 	return s, nil

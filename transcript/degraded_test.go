@@ -15,50 +15,7 @@ import (
 	"time"
 
 	"github.com/mevedel/mevedel-exec/internal/testsupport"
-	"golang.org/x/sys/unix"
 )
-
-// smallDisk mounts a tmpfs of size (e.g. "1m") on a fresh directory and
-// unmounts it when the test ends: a real file system that fills up.
-func smallDisk(t *testing.T, size string) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
-		t.Fatalf("mounting a tmpfs (the tests run as root): %v", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmounting %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
-// fill writes a file in dir until the file system is full, and returns a
-// function that frees the space again.
-func fill(t *testing.T, dir string) (free func()) {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 4096)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("filling: %v", err)
-			}
-			break
-		}
-	}
-	return func() {
-		if err := os.Remove(path); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 func fastRetries(t *testing.T) {
 	first, longest := RetryFirst, RetryMax
@@ -73,14 +30,14 @@ func fastRetries(t *testing.T) {
 // file.
 func TestFullDiskDegradesThenCatchesUp(t *testing.T) {
 	fastRetries(t)
-	dir := smallDisk(t, "256k")
+	dir := testsupport.SmallDisk(t, "256k")
 	logs := captureLog(t)
 	j := openJournal(t, dir)
 	for i := range 10 {
 		j.Append(row(fmt.Sprint("before-", i)))
 	}
 	checkpoint(t, j)
-	free := fill(t, dir)
+	free := testsupport.FillDisk(t, dir)
 
 	// Keep appending until a write fails: the file's last page may take a
 	// few records.
@@ -149,9 +106,9 @@ func TestFullDiskDegradesThenCatchesUp(t *testing.T) {
 // and is written once there is room); it never hangs.
 func TestAppendDurableFailsOnFullDisk(t *testing.T) {
 	fastRetries(t)
-	dir := smallDisk(t, "256k")
+	dir := testsupport.SmallDisk(t, "256k")
 	j := openJournal(t, dir)
-	free := fill(t, dir)
+	free := testsupport.FillDisk(t, dir)
 	var err error
 	var seq uint64
 	for i := 0; i < 2000 && err == nil; i++ {

@@ -69,25 +69,29 @@ func Exe(pid int) (string, bool) {
 }
 
 // PeakRSS is pid's peak resident set size in bytes (VmHWM).
-func PeakRSS(pid int) (int64, error) {
+func PeakRSS(pid int) (int64, error) { return StatusField(pid, "VmHWM") }
+
+// StatusField reads a numeric field of /proc/PID/status ("Threads",
+// "VmRSS", ...); kB become bytes.
+func StatusField(pid int, field string) (int64, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0, err
 	}
 	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			f := strings.Fields(rest)
-			if len(f) != 2 || f[1] != "kB" {
+			if len(f) == 0 {
 				break
 			}
-			kb, err := strconv.ParseInt(f[0], 10, 64)
-			if err != nil {
-				break
+			n, err := strconv.ParseInt(f[0], 10, 64)
+			if len(f) == 2 && f[1] == "kB" {
+				n <<= 10
 			}
-			return kb << 10, nil
+			return n, err
 		}
 	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
 // Poll checks done until it holds or bound passes, and reports whether it

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/internal/testsupport"
 	"github.com/mevedel/mevedel-exec/rpc"
 )
 
@@ -58,8 +59,8 @@ func (b *bench) scale(ctx context.Context) ([]row, error) {
 		if err != nil {
 			return err
 		}
-		idleThreads, _ := statusField(h.pid(), "Threads")
-		idleRSS, _ := statusField(h.pid(), "VmRSS")
+		idleThreads, _ := testsupport.StatusField(h.pid(), "Threads")
+		idleRSS, _ := testsupport.StatusField(h.pid(), "VmRSS")
 		list1, obs1, err := scaleCalls2(ctx, s, []string{first})
 		if err != nil {
 			return err
@@ -88,11 +89,11 @@ func (b *bench) scale(ctx context.Context) ([]row, error) {
 		if firstErr != nil {
 			return firstErr
 		}
-		threads, err := statusField(h.pid(), "Threads")
+		threads, err := testsupport.StatusField(h.pid(), "Threads")
 		if err != nil {
 			return err
 		}
-		rss, err := statusField(h.pid(), "VmRSS")
+		rss, err := testsupport.StatusField(h.pid(), "VmRSS")
 		if err != nil {
 			return err
 		}
@@ -217,28 +218,6 @@ func shellStopAll(ctx context.Context, home string) (time.Duration, error) {
 		return 0, fmt.Errorf("baseline printed %q", rest)
 	}
 	return time.Duration((t1 - t0) * float64(time.Second)), nil
-}
-
-// statusField reads a numeric field of /proc/PID/status; kB become bytes.
-func statusField(pid int, field string) (int64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			f := strings.Fields(rest)
-			if len(f) == 0 {
-				break
-			}
-			n, err := strconv.ParseInt(f[0], 10, 64)
-			if len(f) == 2 && f[1] == "kB" {
-				n <<= 10
-			}
-			return n, err
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
 func mibs(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/mib) }

@@ -3,13 +3,11 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,49 +18,6 @@ import (
 	"github.com/mevedel/mevedel-exec/transcript"
 	"golang.org/x/sys/unix"
 )
-
-// smallDisk mounts a tmpfs of size (e.g. "4m") on a fresh directory and
-// unmounts it when the test ends: a real file system that fills up. The
-// tests run as root.
-func smallDisk(t *testing.T, size string) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
-		t.Fatalf("mounting a tmpfs: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmounting %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
-// fillDisk writes a file in dir until its file system is full, and returns
-// a function that frees the space again.
-func fillDisk(t *testing.T, dir string) (free func()) {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 4096)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("filling: %v", err)
-			}
-			break
-		}
-	}
-	return func() {
-		if err := os.Remove(path); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // openReply is session/open's answer as a client reads it.
 type openReply struct {
@@ -104,7 +59,7 @@ func factsOf(t *testing.T, r transcript.Record) execution.Facts {
 // as it ended, the spool-failed one included; only the one still running
 // is lost.
 func TestJournalSurvivesAFullDisk(t *testing.T) {
-	disk := smallDisk(t, "4m")
+	disk := testsupport.SmallDisk(t, "4m")
 	dir := filepath.Join(disk, "state")
 	h1 := startHelper(t)
 	var info openReply
@@ -118,7 +73,7 @@ func TestJournalSurvivesAFullDisk(t *testing.T) {
 	h1.waitState(spooler, execution.Running)
 	s1.checkpoint()
 
-	free := fillDisk(t, disk)
+	free := testsupport.FillDisk(t, disk)
 	// Commands until the journal cannot take their records: the last
 	// page of the file may hold a few more.
 	var refusal string

@@ -30,34 +30,11 @@ type listener struct {
 	stderr *testsupport.Buffer
 }
 
+// startListener starts a helper serving a socket, with a 30 s linger:
+// a client may go and come back.
 func startListener(t *testing.T) *listener {
 	t.Helper()
-	home := t.TempDir()
-	l := &listener{t: t, home: home, sock: filepath.Join(home, "helper.sock"), stderr: &testsupport.Buffer{}}
-	child, err := client.Spawn(client.Options{Bin: helperBin, Args: []string{"serve", "--listen", l.sock, "--linger", "30s"},
-		Env: baseEnv(home), Stderr: l.stderr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.child = child
-	t.Cleanup(func() {
-		// A test that failed midway left its sessions running: end them.
-		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
-		if c, err := client.Dial(ctx, l.sock, nil); err == nil {
-			_ = c.Shutdown(waitBound)
-		}
-		cancel()
-		if err := child.Wait(waitBound); err != nil {
-			t.Errorf("listening helper did not exit: %v", err)
-		}
-		if s := l.stderr.String(); strings.Contains(s, "DATA RACE") || strings.Contains(s, "panic") || strings.Contains(s, "BUG") {
-			t.Errorf("helper stderr:\n%s", s)
-		}
-		if left := testsupport.UnderHome(home, true); len(left) > 0 {
-			t.Errorf("processes left behind: %v", left)
-		}
-	})
-	return l
+	return startListenerWith(t)
 }
 
 // waitLog waits until the helper's log holds s n times.

@@ -1,15 +1,12 @@
 package e2e
 
 import (
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/internal/testsupport"
 )
 
 // scaleLive is how many executions the scale test keeps live at once:
@@ -21,31 +18,7 @@ const scaleLive = 250
 // Limits of the helper at scaleLive live `sleep` executions.
 const (
 	scaleMaxThreads = 64
-	scaleMaxRSS     = 150 << 20
 )
-
-// procStatus reads a numeric field of /proc/PID/status ("Threads",
-// "VmRSS" in kB).
-func procStatus(pid int, field string) (int64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			f := strings.Fields(rest)
-			if len(f) == 0 {
-				break
-			}
-			n, err := strconv.ParseInt(f[0], 10, 64)
-			if len(f) == 2 && f[1] == "kB" {
-				n <<= 10
-			}
-			return n, err
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
-}
 
 // At scale the helper holds no OS thread per live process: one
 // reaper waits for every child and output is read through the poller. A
@@ -84,11 +57,11 @@ func TestThreadsAtScale(t *testing.T) {
 		}
 	}
 	pid := h.c.Child().Pid()
-	threads, err := procStatus(pid, "Threads")
+	threads, err := testsupport.StatusField(pid, "Threads")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rss, _ := procStatus(pid, "VmRSS")
+	rss, _ := testsupport.StatusField(pid, "VmRSS")
 	t.Logf("at %d live (%d running): %d threads, RSS %.1f MiB", len(list.Executions), running, threads, float64(rss)/(1<<20))
 	if len(list.Executions) != scaleLive {
 		t.Fatalf("%d live executions, want %d", len(list.Executions), scaleLive)
@@ -108,16 +81,11 @@ func TestThreadsAtScale(t *testing.T) {
 		})
 	}
 	stopped.Wait()
-	deadline := time.Now().Add(waitBound)
-	for {
+	if !testsupport.Poll(waitBound, func() bool {
 		h.mustCall("exec/list", map[string]any{"sessionId": s.id, "as": "user"}, &list)
-		if len(list.Executions) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d executions still live %v after the stops", len(list.Executions), waitBound)
-		}
-		time.Sleep(20 * time.Millisecond) // polling bound, not synchronisation
+		return len(list.Executions) == 0
+	}) {
+		t.Fatalf("%d executions still live %v after the stops", len(list.Executions), waitBound)
 	}
 	t.Logf("stopping all %d took %v", scaleLive, time.Since(start))
 }
