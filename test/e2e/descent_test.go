@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mevedel/mevedel-exec/execution"
 	"github.com/mevedel/mevedel-exec/internal/statedir"
@@ -92,17 +91,13 @@ func startDaemons(t *testing.T, s *session, ds []daemon, marks []string) []strin
 		ids = append(ids, f.ExecutionID)
 		pgids = append(pgids, f.Pgid)
 	}
-	deadline := time.Now().Add(waitBound)
 	for i, mark := range marks {
-		for {
-			pids := running(mark)
-			if len(pids) == 1 && pgids[i] > 0 && detached(pids[0], pgids[i], ds[i].bare) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: no detached `sleep %s` within %v (found %v)", ds[i].name, mark, waitBound, pids)
-			}
-			time.Sleep(5 * time.Millisecond) // polling /proc, bounded by deadline
+		var pids []int
+		if !testsupport.Poll(waitBound, func() bool {
+			pids = running(mark)
+			return len(pids) == 1 && pgids[i] > 0 && detached(pids[0], pgids[i], ds[i].bare)
+		}) {
+			t.Fatalf("%s: no detached `sleep %s` within %v (found %v)", ds[i].name, mark, waitBound, pids)
 		}
 	}
 	return ids
@@ -135,19 +130,15 @@ func detached(pid, pgid int, bare bool) bool {
 // waitDaemonsGone waits until no `sleep mark` of marks runs.
 func waitDaemonsGone(t *testing.T, what string, marks []string) {
 	t.Helper()
-	deadline := time.Now().Add(waitBound)
-	for {
-		var left []int
+	var left []int
+	if !testsupport.Poll(waitBound, func() bool {
+		left = nil
 		for _, m := range marks {
 			left = append(left, running(m)...)
 		}
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s, daemons still alive: %v", what, left)
-		}
-		time.Sleep(10 * time.Millisecond) // polling /proc, bounded by deadline
+		return len(left) == 0
+	}) {
+		t.Fatalf("after %s, daemons still alive: %v", what, left)
 	}
 }
 

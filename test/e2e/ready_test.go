@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/internal/testsupport"
 	"github.com/mevedel/mevedel-exec/process"
 	"github.com/mevedel/mevedel-exec/rpc"
 )
@@ -174,16 +175,14 @@ func TestRemoteReadyPortAndForward(t *testing.T) {
 	addr = forward()
 	fetch(t, addr)
 	s.mustCall(t, "exec/stop", id)
-	for deadline := time.Now().Add(waitBound); ; {
+	if !testsupport.Poll(waitBound, func() bool {
 		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			break
+		if err == nil {
+			c.Close()
 		}
-		c.Close()
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still accepts after the execution ended", addr)
-		}
-		time.Sleep(20 * time.Millisecond) // a poll bounded by the deadline
+		return err != nil
+	}) {
+		t.Fatalf("%s still accepts after the execution ended", addr)
 	}
 	h.wantError("exec/forward", map[string]any{"sessionId": s.id, "executionId": id, "port": port}, -32003, "refused")
 	h.wantError("exec/forward", map[string]any{"sessionId": s.id, "executionId": id, "port": 0}, -32602, "invalid-params")

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/mevedel/mevedel-exec/execution"
 	"github.com/mevedel/mevedel-exec/internal/testsupport"
@@ -18,16 +17,13 @@ import (
 // waitFile waits until the file at p holds want.
 func waitFile(t *testing.T, p, want string) {
 	t.Helper()
-	deadline := time.Now().Add(waitBound)
-	for {
-		b, err := os.ReadFile(p)
-		if err == nil && string(b) == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %q (%v), want %q", p, b, err, want)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a file, bounded by deadline
+	var b []byte
+	var err error
+	if !testsupport.Poll(waitBound, func() bool {
+		b, err = os.ReadFile(p)
+		return err == nil && string(b) == want
+	}) {
+		t.Fatalf("%s: %q (%v), want %q", p, b, err, want)
 	}
 }
 
