@@ -60,11 +60,11 @@ type adoptee struct {
 // status, and only the returned child's pid may be read: cmd.Process is
 // released once the child is reaped.
 func Spawn(cmd *exec.Cmd, tag string) (*child, *Tree, error) {
-	cmd = throughShim(cmd)
 	reaper.mu.Lock()
 	defer reaper.mu.Unlock()
 	startReaper()
-	if err := cmd.Start(); err != nil {
+	cmd, err := startShimmed(cmd)
+	if err != nil {
 		return nil, nil, err
 	}
 	pid := cmd.Process.Pid

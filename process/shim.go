@@ -1,6 +1,7 @@
 package process
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -76,7 +77,31 @@ func throughShim(cmd *exec.Cmd) *exec.Cmd {
 		cmd.Path = native
 		return cmd
 	}
+	return goShim(cmd, exe)
+}
+
+// goShim starts cmd through the executable exe in shim mode.
+func goShim(cmd *exec.Cmd, exe string) *exec.Cmd {
 	cmd.Args = append([]string{"mevedel-exec", shimArg, cmd.Path}, cmd.Args...)
 	cmd.Path = exe
 	return cmd
+}
+
+// startShimmed starts cmd through the shim. The native shim's memfd is
+// opened through /proc/self/fd, which the kernel now and then refuses
+// (EACCES) to a child forked while other threads fork; such a start is
+// made again, once, through the executable's shim mode.
+func startShimmed(cmd *exec.Cmd) (*exec.Cmd, error) {
+	path, args := cmd.Path, cmd.Args
+	cmd = throughShim(cmd)
+	err := cmd.Start()
+	exe, _ := shimExe.Load().(string)
+	if err == nil || !errors.Is(err, unix.EACCES) || cmd.Path != nativeShimPath() || exe == "" {
+		return cmd, err
+	}
+	again := &exec.Cmd{Path: path, Args: args, Env: cmd.Env, Dir: cmd.Dir,
+		Stdin: cmd.Stdin, Stdout: cmd.Stdout, Stderr: cmd.Stderr,
+		ExtraFiles: cmd.ExtraFiles, SysProcAttr: cmd.SysProcAttr}
+	again = goShim(again, exe)
+	return again, again.Start()
 }
