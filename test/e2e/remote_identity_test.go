@@ -68,11 +68,20 @@ func TestRemoteAmbiguousIdentityNeverSignalled(t *testing.T) {
 	// helper then waits out the grace before KILL. It leaves the leader's
 	// group and session: a pid still naming a group or session is never
 	// handed out again.
-	body := "trap '' TERM\nsetsid sleep 1000 >/dev/null 2>&1 &\necho \"survivor $!\"\necho \"leader $$\"\n"
+	//
+	// The leader waits for a gate, so the start yields: a leader already
+	// gone when the yield timer fires makes the reply the completion,
+	// after the whole grace.
+	gate := filepath.Join(t.TempDir(), "gate")
+	body := "trap '' TERM\nsetsid sleep 1000 >/dev/null 2>&1 &\necho \"survivor $!\"\necho \"leader $$\"\n" +
+		"until [ -e " + gate + " ]; do sleep 0.01; done\n"
 	if err := os.WriteFile(script, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	o := s.mustStart("bash "+script, map[string]any{"cwd": tramp(srv, t.TempDir()), "yieldMs": 0})
+	if o.Final {
+		t.Fatalf("the start did not yield: %+v", o)
+	}
 	out := s.observeUntil(o, "leader")
 	pids := labelled(out)
 	survivor, leader := pids["survivor"], pids["leader"]
@@ -80,6 +89,9 @@ func TestRemoteAmbiguousIdentityNeverSignalled(t *testing.T) {
 		t.Fatalf("no pids in %q", out)
 	}
 	t.Cleanup(func() { syscall.Kill(survivor, syscall.SIGKILL) })
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	// The leader is gone (reaped by sshd) while the execution, still
 	// stopping its survivor, probes the group.
 	if !testsupport.WaitGone(leader, waitBound) {
