@@ -70,6 +70,14 @@ func (e *Execution) Facts() Facts {
 	return e.snapshot(&e.st)
 }
 
+// factsAsRead is Facts without reading the listening ports; stale says
+// they are due for a read.
+func (e *Execution) factsAsRead() (f Facts, stale bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.snapshot(&e.st), e.listenDue(&e.st)
+}
+
 // causeOf returns the recorded stop cause.
 func (e *Execution) causeOf() *stopCause {
 	var c *stopCause

@@ -198,25 +198,66 @@ func (e *Execution) storeListening(l []process.Listener) bool {
 	return changed
 }
 
+// listenDue reports whether a live local execution's ports were last
+// read longer than listenFresh ago. A remote one's are read by its port
+// watch and by exec/forward, never per fact.
+func (e *Execution) listenDue(st *execState) bool {
+	live := st.facts.State == Running || st.facts.State == Stopping
+	return e.remote == nil && live && st.proc != nil && time.Since(st.listenAt) >= listenFresh
+}
+
 // refreshListening reads the ports of a live local execution when the
-// facts have none fresh. A remote one's are read by its port watch and by
-// exec/forward, never per fact.
-func (e *Execution) refreshListening() {
-	if e.remote != nil {
-		return
-	}
+// facts have none fresh, and reports whether they changed.
+func (e *Execution) refreshListening() bool {
 	var proc process.Process
 	e.update(func(st *execState) {
-		live := st.facts.State == Running || st.facts.State == Stopping
-		if live && st.proc != nil && time.Since(st.listenAt) >= listenFresh {
+		if e.listenDue(st) {
 			proc = st.proc
+			st.listenAt = time.Now() // one reader at a time
+			st.listenScanned = false
+		}
+	})
+	if proc == nil {
+		return false
+	}
+	return e.storeListening(process.Listening(proc.Pid()))
+}
+
+// refreshListeningShared is refreshListening for one of many executions
+// read in a row (after a listing): the tree's descriptors are scanned
+// only when a socket began or stopped listening in its network namespace
+// since its last scan, which a digest of the namespace's listening
+// sockets tells, read once per namespace (digests, by namespace) instead
+// of dozens of /proc reads per execution.
+func (e *Execution) refreshListeningShared(digests map[string]uint64) bool {
+	var proc process.Process
+	var last uint64
+	var scanned bool
+	e.update(func(st *execState) {
+		if e.listenDue(st) {
+			proc, last, scanned = st.proc, st.listenDigest, st.listenScanned
 			st.listenAt = time.Now() // one reader at a time
 		}
 	})
 	if proc == nil {
-		return
+		return false
 	}
-	e.storeListening(process.Listening(proc.Pid()))
+	pid := proc.Pid()
+	ns, ok := process.NetNamespace(pid)
+	digest, known := digests[ns]
+	if ok && !known {
+		if digest, known = process.ListenDigest(pid); known {
+			digests[ns] = digest
+		}
+	}
+	if ok && known && scanned && digest == last {
+		return false
+	}
+	changed := e.storeListening(process.Listening(pid))
+	if ok && known {
+		e.update(func(st *execState) { st.listenDigest, st.listenScanned = digest, true })
+	}
+	return changed
 }
 
 // ListeningNow reads the ports the execution's tree listens on now (on

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mevedel/mevedel-exec/execution/analyze"
@@ -56,6 +58,10 @@ type Session struct {
 
 	mail *mailbox  // immutable
 	att  attention // wake marks
+
+	// listening is set while a goroutine reads the listening ports of
+	// executions a listing found stale (see Live).
+	listening atomic.Bool
 
 	// changes holds the executions changed since the last exec/changed
 	// was written (see TakeChanged).
@@ -433,29 +439,51 @@ func (s *Session) Interrupt(c Caller, id string) (Facts, error) {
 // owner's yielded ones and its one-shots, helpers and evals, under user
 // authority all, ordered by start.
 func (s *Session) List(c Caller) []Facts {
-	out := []Facts{}
-	for _, f := range s.Live() {
-		if c.User || (f.Owner == c.owner() && (f.Yielded || !f.Kind.Yields())) {
-			out = append(out, f)
-		}
-	}
-	return out
+	return slices.DeleteFunc(s.Live(), func(f Facts) bool {
+		return !c.User && (f.Owner != c.owner() || (!f.Yielded && f.Kind.Yields()))
+	})
 }
 
 // Live returns the facts of every live execution, by start (queued ones
 // last, by arrival). Live means not settled in the facts it returns, so a
 // listing never holds an execution whose final facts a consumer may
 // already have seen.
+//
+// The listening ports it shows are those last read: reading them for
+// hundreds of executions would make one listing in every listenFresh
+// tens of milliseconds slow. Those older than listenFresh are read after
+// it, off the caller's path, and a change is announced by exec/changed.
 func (s *Session) Live() []Facts {
+	var stale []*Execution
 	s.mu.Lock()
 	out := make([]Facts, 0, len(s.execs))
 	for _, e := range s.execs {
 		if e.settledNow() {
 			continue
 		}
-		if f := e.Facts(); f.State != Settled {
+		f, old := e.factsAsRead()
+		if f.State != Settled {
 			out = append(out, f)
 		}
+		if old {
+			stale = append(stale, e)
+		}
+	}
+	// Started under mu while the session lives, so that close, which
+	// ends the life under mu, waits for it.
+	if len(stale) > 0 && s.life.Err() == nil && s.listening.CompareAndSwap(false, true) {
+		s.Go(func() {
+			defer s.listening.Store(false)
+			digests := map[string]uint64{}
+			for _, e := range stale {
+				if s.life.Err() != nil {
+					return
+				}
+				if e.refreshListeningShared(digests) {
+					s.changed(e)
+				}
+			}
+		})
 	}
 	s.mu.Unlock()
 	sortFacts(out)

@@ -139,7 +139,12 @@ type execState struct {
 
 	inputWait inputWaitState // waiting for input (waiting.go)
 	listenAt  time.Time      // when facts.Listening was read (ready.go)
-	followers int            // exec/follow calls not yet undone (follow.go)
+	// listenDigest is the digest of its network namespace's listening
+	// sockets when a listing's read last scanned the tree (ready.go);
+	// valid while listenScanned.
+	listenDigest  uint64
+	listenScanned bool
+	followers     int // exec/follow calls not yet undone (follow.go)
 }
 
 // update runs f on the state under the lock. f must not block: it may

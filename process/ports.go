@@ -37,8 +37,16 @@ func ListeningIn(pids []int) []Listener {
 		return nil
 	}
 	var out []Listener
-	for _, name := range []string{"tcp", "tcp6"} {
-		out = append(out, listenersIn("/proc/"+strconv.Itoa(pids[0])+"/net/"+name, owner)...)
+	if ls, err := diagListening(); err == nil && sharesNetNS(pids[0]) {
+		for _, l := range ls {
+			if pid, ok := owner[l.inode]; ok {
+				out = append(out, Listener{Address: l.address, Port: l.port, Pid: pid})
+			}
+		}
+	} else {
+		for _, name := range []string{"tcp", "tcp6"} {
+			out = append(out, listenersIn(procNet(pids[0], name), owner)...)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Port != out[j].Port {
@@ -132,4 +140,56 @@ func ParseProcAddr(s string) (string, int, bool) {
 		ip = v4 // ::ffff:a.b.c.d
 	}
 	return ip.String(), int(port), true
+}
+
+// NetNamespace names pid's network namespace (its /proc/PID/ns/net link).
+func NetNamespace(pid int) (string, bool) {
+	l, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/net")
+	return l, err == nil
+}
+
+// ListenDigest digests the inodes of the listening TCP sockets of pid's
+// network namespace, in any order. Equal digests mean, but for a
+// collision, that no socket began or stopped listening there between the
+// two reads; a listening socket handed to another process keeps its
+// inode.
+func ListenDigest(pid int) (uint64, bool) {
+	var sum uint64
+	if sharesNetNS(pid) {
+		if ls, err := diagListening(); err == nil {
+			for _, l := range ls {
+				sum += mix(l.inode)
+			}
+			return sum, true
+		}
+	}
+	for _, name := range []string{"tcp", "tcp6"} {
+		f, err := os.Open(procNet(pid, name))
+		if err != nil {
+			return 0, false
+		}
+		sc := bufio.NewScanner(f)
+		sc.Scan() // the header
+		for sc.Scan() {
+			fs := strings.Fields(sc.Text())
+			if len(fs) < 10 || fs[3] != tcpListen {
+				continue
+			}
+			if ino, err := strconv.ParseUint(fs[9], 10, 64); err == nil {
+				sum += mix(ino)
+			}
+		}
+		f.Close()
+	}
+	return sum, true
+}
+
+// mix spreads an inode number over 64 bits (a splitmix64 finaliser), so
+// that a sum of them is an order-free digest.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
 }

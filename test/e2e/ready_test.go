@@ -215,6 +215,44 @@ import time; time.sleep(100)'`, first, gate, ready), map[string]any{"readyPort":
 	s.mustCall(t, "exec/stop", id)
 }
 
+// A listing answers with the ports as last read, and reads the stale ones
+// after it answers: a change found then is announced in exec/changed, so
+// a table seeded by listings learns of a new port without a poll of its
+// own and a listing of hundreds of executions never waits for /proc.
+func TestListingAnnouncesPortsItFoundStale(t *testing.T) {
+	h := startHelper(t)
+	s := h.open(nil)
+	port := freePort(t)
+	gate := fifo(t, "listen")
+	o := s.mustStart(fmt.Sprintf(`exec python3 -c '
+import socket
+open(%q).read()
+a=socket.socket(); a.bind(("127.0.0.1", %d)); a.listen()
+import time; time.sleep(100)' >/dev/null 2>&1`, gate, port), map[string]any{"yieldMs": 0})
+	id := o.Facts.ExecutionID
+	release(t, gate)
+	announced := func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, n := range h.notes {
+			var p rpc.ChangedParams
+			if n.Method == rpc.NotifyChanged && json.Unmarshal(n.Params, &p) == nil &&
+				slices.ContainsFunc(p.Changed, func(f execution.Facts) bool { return f.ExecutionID == id && listensOn(f, port) }) {
+				return true
+			}
+		}
+		return false
+	}
+	// Only listings: no observe, no follow, no readyPort.
+	if !testsupport.Poll(waitBound, func() bool {
+		h.mustCall("exec/list", map[string]any{"sessionId": s.id, "as": "user"}, nil)
+		return announced()
+	}) {
+		t.Fatal("the port the listings found was never announced")
+	}
+	s.mustCall(t, "exec/stop", id)
+}
+
 // A followed execution (a panel's inspector shows it) announces its
 // listening set when it changes, with no readyPort and no output to carry
 // the news; unfollowed, a later change stays unannounced until facts are
@@ -239,10 +277,14 @@ import time; time.sleep(100)' >/dev/null 2>&1`, gate1, first, gate2, second), ma
 	release(t, gate1)
 	h.waitLive(func(f execution.Facts) bool { return f.ExecutionID == id && listensOn(f, first) })
 
-	// Unfollowed: the helper reads no more ports for it. The second port
-	// shows in the facts a listing takes, never in an exec/changed.
+	// Unfollowed: the helper reads no more ports for it on its own. The
+	// second port shows once a listing asks (the listing reads stale
+	// ports after it answers, and announces what changed), never before.
 	follow(false)
 	release(t, gate2)
+	h.mu.Lock()
+	asked := len(h.notes)
+	h.mu.Unlock()
 	var f execution.Facts
 	for deadline := time.Now().Add(waitBound); !listensOn(f, second); {
 		if time.Now().After(deadline) {
@@ -257,13 +299,13 @@ import time; time.sleep(100)' >/dev/null 2>&1`, gate1, first, gate2, second), ma
 		}
 	}
 	h.mu.Lock()
-	for _, n := range h.notes {
+	for _, n := range h.notes[:asked] {
 		var p rpc.ChangedParams
 		if n.Method == rpc.NotifyChanged && json.Unmarshal(n.Params, &p) == nil {
 			for _, c := range p.Changed {
 				if c.ExecutionID == id && listensOn(c, second) {
 					h.mu.Unlock()
-					t.Fatal("an unfollowed execution's new port was announced")
+					t.Fatal("an unfollowed execution's new port was announced before anything asked")
 				}
 			}
 		}
