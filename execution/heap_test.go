@@ -68,7 +68,15 @@ func TestHeapPerExecutionRun(t *testing.T) {
 	before := heap()
 	const n = 150
 	run(n)
-	per := (float64(heap()) - float64(before)) / n
+	// What is kept, not what is still at work: on a loaded machine the
+	// last executions' retirement and journal writes may hold memory for
+	// a moment after they left the registry, so the figure is read again
+	// until it settles or the bound passes.
+	var per float64
+	testsupport.Poll(10*time.Second, func() bool {
+		per = (float64(heap()) - float64(before)) / n
+		return per <= 1024
+	})
 	t.Logf("live heap per execution run: %.0f bytes (%d executions)", per, n)
 	if per > 1024 {
 		t.Fatalf("a session keeps %.0f bytes per execution it ran", per)

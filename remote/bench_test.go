@@ -3,6 +3,7 @@ package remote
 import (
 	"io"
 	"runtime"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -73,11 +74,14 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	s := sshd.Start(t)
 	before := runtime.NumGoroutine()
 	p := NewPool(Config{Home: s.Home})
-	proc, err := p.Start(testCtx(t), target(""), process.Spec{Command: "echo started; exec sleep 1000", Tag: "MEVEDEL_EXEC_TAG=leak"})
+	// A tag of its own: another run of this test at the same time (on the
+	// same machine) must not reap this one's command.
+	tag := "MEVEDEL_EXEC_TAG=leak-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	proc, err := p.Start(testCtx(t), target(""), process.Spec{Command: "echo started; exec sleep 1000", Tag: tag})
 	if err != nil {
 		t.Fatal(err)
 	}
-	reap(t, proc.Pgid(), "MEVEDEL_EXEC_TAG=leak")
+	reap(t, proc.Pgid(), tag)
 	out := collect(proc.Output())
 	out.waitFor(t, "started\n")
 	if _, err := p.LoginEnv(testCtx(t), target("")); err != nil {
@@ -86,8 +90,8 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	if _, err := p.Publish(testCtx(t), target(""), t.TempDir()+"/x", emptyReader{}, 0); err != nil {
 		t.Fatal(err)
 	}
-	if !proc.Alive() {
-		t.Fatal("not alive")
+	if l, err := proc.Probe(testCtx(t)); err != nil || l != Live {
+		t.Fatalf("not alive: %v, %v", l, err)
 	}
 	proc.Signal(syscall.SIGKILL)
 	p.Close()
