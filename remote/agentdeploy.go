@@ -73,9 +73,9 @@ type build struct {
 	size int64
 }
 
-// builds are the helper's builds by GOARCH, found and hashed once: the
-// running executable for its own architecture, mevedel-exec-linux-ARCH
-// beside it for another (`make build` makes both).
+// builds are the helper's builds by GOARCH, found and hashed once:
+// mevedel-exec-linux-ARCH beside the running executable (`make build`
+// makes both), or for its own architecture the executable itself.
 var builds = sync.OnceValue(func() map[string]build {
 	out := map[string]build{}
 	exe, err := os.Executable()
@@ -83,11 +83,14 @@ var builds = sync.OnceValue(func() map[string]build {
 		return out
 	}
 	for _, arch := range []string{"amd64", "arm64"} {
-		p := exe
-		if arch != runtime.GOARCH || runtime.GOOS != "linux" {
-			p = filepath.Join(filepath.Dir(exe), "mevedel-exec-linux-"+arch)
-		}
+		// The static build beside the executable first (`make build`),
+		// else the executable itself for its own architecture.
+		p := filepath.Join(filepath.Dir(exe), "mevedel-exec-linux-"+arch)
 		f, err := os.Open(p)
+		if err != nil && arch == runtime.GOARCH && runtime.GOOS == "linux" {
+			p = exe
+			f, err = os.Open(p)
+		}
 		if err != nil {
 			continue
 		}
