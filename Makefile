@@ -12,8 +12,12 @@ export MEVEDEL_EXEC_PROGRAM := $(CURDIR)/$(BIN)
 setup:
 	@scripts/setup.sh
 
+# The helper, and its builds for the hosts its agent is deployed to
+# (Linux amd64 and arm64: the helper uploads the one a host needs).
 build: setup
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/mevedel-exec
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)-linux-amd64 ./cmd/mevedel-exec
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)-linux-arm64 ./cmd/mevedel-exec
 
 # A scripted Emacs session through the facade: what a user would see.
 run: build

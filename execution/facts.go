@@ -174,6 +174,10 @@ type Facts struct {
 	// PublishedPath is where a remote execution's output is published on
 	// its target (target-native path).
 	PublishedPath string `json:"publishedPath,omitempty"`
+	// RemoteMode is how a remote execution runs on its host: "agent"
+	// (the helper's host agent) or "wrapper" (a shell wrapper per
+	// command).
+	RemoteMode string `json:"remoteMode,omitempty"`
 	// WaitingForInput: every process of the terminal's foreground group
 	// is blocked reading it and no output came for waitingAfterMs (tty
 	// executions only); Prompt is the last partial line then.

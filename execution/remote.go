@@ -29,6 +29,10 @@ import (
 // transport lost before an exit status arrived ends the execution as
 // unknown, and a yielded execution's output is published to the host.
 
+// RemoteModeVar, set to "wrapper" in the helper's environment, runs every
+// remote command through the wrapper instead of a host agent.
+const RemoteModeVar = "MEVEDEL_EXEC_REMOTE_MODE"
+
 // remoteHosts is the helper's side of SSH: one pool for its life, made on
 // first use, with the helper's own HOME (~/.ssh) and agent.
 type remoteHosts struct {
@@ -43,7 +47,8 @@ func (m *Manager) remotePool() *remote.Pool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.pool == nil && !h.closed {
-		h.pool = remote.NewPool(remote.Config{Home: os.Getenv("HOME"), AgentSocket: os.Getenv("SSH_AUTH_SOCK")})
+		h.pool = remote.NewPool(remote.Config{Home: os.Getenv("HOME"), AgentSocket: os.Getenv("SSH_AUTH_SOCK"),
+			Mode: os.Getenv(RemoteModeVar)})
 	}
 	return h.pool
 }
@@ -134,6 +139,7 @@ func (s *Session) StartAndAwait(ctx context.Context, c Caller, p StartParams, yi
 				return
 			}
 		}
+		pool.Prepare(t) // the host agent, while the start is registered
 		p.remote = &remoteExec{pool: pool, named: t, target: resolved}
 		e, err := s.Start(c, p)
 		if err != nil {

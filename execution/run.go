@@ -84,6 +84,9 @@ func (e *Execution) run() {
 		e.move(st, Running)
 		st.proc = proc
 		st.facts.Pid, st.facts.Pgid = proc.Pid(), proc.Pgid()
+		if m, ok := proc.(interface{ RemoteMode() string }); ok {
+			st.facts.RemoteMode = m.RemoteMode()
+		}
 		st.facts.StartedAt = stamp(time.Now())
 		yielded = st.facts.Yielded
 		st.leader = leaderOf(st.facts, proc)
@@ -338,6 +341,9 @@ func (e *Execution) settle(exit *process.Exit, cause *stopCause) {
 		wait = e.settleWaitLocked(st)
 		e.move(st, Settled)
 		final = e.snapshot(st)
+		if f.Termination == Unknown {
+			e.s.noteUnknown(final)
+		}
 		// A yielded result nobody claims goes to the owner's mailbox; a
 		// waiting observation in progress may still claim it.
 		owed = f.Yielded && st.claim != claimStop && e.monitor == nil && f.Termination != SessionEnded

@@ -53,8 +53,9 @@ type Session struct {
 	monitorN  int                 // guarded by mu
 	// unknown holds the final facts of executions whose outcome could not
 	// be proven (a lost SSH transport), until the person acknowledges
-	// them; guarded by mu.
-	unknown []Facts
+	// them; guarded by unknownMu, which is taken under any other lock.
+	unknownMu sync.Mutex
+	unknown   []Facts
 
 	mail *mailbox  // immutable
 	att  attention // wake marks
@@ -211,7 +212,7 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 	if live >= s.limits.MaxLive {
 		return nil, fault.New(fault.Limit, "session %s already has %d live executions (the limit); stop one or wait for one to end", s.id, live)
 	}
-	if u := s.unknown; len(u) > 0 && lane != LaneRead {
+	if u := s.UnknownOutcome(); len(u) > 0 && lane != LaneRead {
 		return nil, fault.New(fault.Refused, "execution %s on %s ended with an unknown outcome (%s): whether it ran cannot be proven, so commands that may change something are refused until the person acknowledges it (session/acknowledgeUnknown); read-only commands still run",
 			u[len(u)-1].ExecutionID, u[len(u)-1].Target, u[len(u)-1].Reason)
 	}
@@ -623,11 +624,6 @@ func (s *Session) Wait() {
 
 // settled is called once per execution, after its facts became final.
 func (s *Session) settled(e *Execution, f Facts) {
-	if f.Termination == Unknown {
-		s.mu.Lock()
-		s.unknown = append(s.unknown, f)
-		s.mu.Unlock()
-	}
 	s.m.events.Settled(f)
 	s.changed(e)
 	retain := time.Duration(s.limits.RetainMs) * time.Millisecond

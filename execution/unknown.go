@@ -12,11 +12,21 @@ import (
 // survives a restart: the journal has the unknown end, and the
 // acknowledgment.
 
+// noteUnknown adds an unknown end to the gate. It is called while the
+// execution's facts become final, under its lock, so that nobody sees
+// the end before the gate does (unknownMu is taken last, under any
+// other lock).
+func (s *Session) noteUnknown(f Facts) {
+	s.unknownMu.Lock()
+	s.unknown = append(s.unknown, f)
+	s.unknownMu.Unlock()
+}
+
 // UnknownOutcome returns the facts of the executions whose outcome is
 // unknown and not acknowledged yet, oldest first.
 func (s *Session) UnknownOutcome() []Facts {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.unknownMu.Lock()
+	defer s.unknownMu.Unlock()
 	return append([]Facts{}, s.unknown...)
 }
 
@@ -24,10 +34,10 @@ func (s *Session) UnknownOutcome() []Facts {
 // outcome: executions that may change something start again. It returns
 // how many there were.
 func (s *Session) AcknowledgeUnknown() int {
-	s.mu.Lock()
+	s.unknownMu.Lock()
 	acked := s.unknown
 	s.unknown = nil
-	s.mu.Unlock()
+	s.unknownMu.Unlock()
 	for _, f := range acked {
 		s.journal.Append(transcript.Record{Type: transcript.TypeAcknowledged, ExecutionID: f.ExecutionID, Owner: f.Owner})
 	}

@@ -29,6 +29,10 @@ type Config struct {
 	// DialTimeout bounds the TCP dial and the SSH handshake. If zero, 10 s
 	// is used.
 	DialTimeout time.Duration
+	// Mode is ModeWrapper to run every command through the wrapper, never
+	// a host agent; empty (or ModeAgent) deploys the agent where the host
+	// can run it.
+	Mode string
 }
 
 func (c Config) withDefaults() Config {

@@ -148,6 +148,11 @@ func (g *Group) settled() Liveness {
 }
 
 func (g *Group) control(ctx context.Context, act, sig string) (verdict, error) {
+	if act != actAwait {
+		if v, err, ok := g.viaAgent(ctx, act, sig); ok {
+			return v, err
+		}
+	}
 	var line string
 	err := g.pool.withSession(ctx, g.target, (*conn).hasController, func(c *conn) error {
 		var err error

@@ -33,6 +33,9 @@ type Pool struct {
 	mu     sync.Mutex
 	hosts  map[string]*hostConns // guarded by mu
 	closed bool                  // guarded by mu
+	// fallbacks is, by host, why its commands went through the wrapper
+	// when last reported; guarded by mu.
+	fallbacks map[string]string
 
 	resolvedMu sync.Mutex
 	resolved   map[Target]resolvedEntry // guarded by resolvedMu; by target without Path
@@ -72,6 +75,7 @@ type conn struct {
 	sbPending bool
 
 	ctl controller // the control shell for probes and signals
+	ag  agentSlot  // the host agent, when the host runs one
 }
 
 // NewPool returns an empty pool; connections are dialled on first use.

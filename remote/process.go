@@ -494,5 +494,8 @@ func (proc *Process) CloseOutput() error {
 	return err
 }
 
+// RemoteMode says the command runs through the wrapper.
+func (proc *Process) RemoteMode() string { return ModeWrapper }
+
 // Transport is closed when the connection carrying the command dies.
 func (proc *Process) Transport() <-chan struct{} { return proc.conn.dead }

@@ -57,6 +57,12 @@ func (r Runner) Start(ctx context.Context, spec process.Spec) (process.Process, 
 		ls.overlay = true
 	}
 	ls.Dir = r.Target.Path
+	if proc, err, ok := r.Pool.startOnAgent(ctx, r.Target, ls, r.Logger); ok {
+		if err != nil && ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		return proc, err
+	}
 	proc, err := r.Pool.start(ctx, r.Target, ls)
 	if err != nil {
 		if ctx.Err() != nil {

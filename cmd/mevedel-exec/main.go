@@ -14,12 +14,14 @@ import (
 
 	"github.com/mevedel/mevedel-exec/execution"
 	"github.com/mevedel/mevedel-exec/process"
+	"github.com/mevedel/mevedel-exec/remote/agent"
 	"github.com/mevedel/mevedel-exec/rpc"
 )
 
 const usage = `usage:
   mevedel-exec serve [--listen PATH]   speak the protocol on stdio (or a unix socket)
   mevedel-exec run [flags] -- COMMAND   run COMMAND through a helper, print its output
+  mevedel-exec host                    the host agent an SSH host runs for a helper (stdio)
   mevedel-exec --version
 `
 
@@ -28,7 +30,10 @@ func main() {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
+	agent.Version, agent.Deployable = rpc.ServerVersion, true
 	switch os.Args[1] {
+	case "host":
+		os.Exit(agent.Main(os.Args[2:]))
 	case "--version", "-version", "version":
 		fmt.Printf("mevedel-exec %s (protocol %d)\n", rpc.ServerVersion, rpc.ProtocolVersion)
 	case "serve":

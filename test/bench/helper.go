@@ -24,12 +24,16 @@ type helper struct {
 	stderr *testsupport.Buffer
 }
 
+// helperEnv is added to the environment of the helpers started (the
+// remote benchmark's mode).
+var helperEnv []string
+
 func startHelper(ctx context.Context, bin, home string) (*helper, error) {
 	h := &helper{stderr: &testsupport.Buffer{}}
 	// Its own process group: a Ctrl-C at the terminal reaches only this
 	// program, which then shuts the helper down in order. Notifications
 	// (exec/changed, exec/settled, ...) are not needed here.
-	c, err := client.Start(client.Options{Bin: bin, Env: minimalEnv(home), Dir: home, Stderr: h.stderr, OwnGroup: true}, nil)
+	c, err := client.Start(client.Options{Bin: bin, Env: append(minimalEnv(home), helperEnv...), Dir: home, Stderr: h.stderr, OwnGroup: true}, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -65,172 +65,199 @@ func (b *bench) remote(ctx context.Context) ([]row, error) {
 		_ = exec.Command("ssh", append(rb.master, "-O", "exit", sshd.Alias)...).Run()
 	}()
 
-	var helperPaced, helperBurst, local, master, masterBurst, fresh []time.Duration
-	var toStart, toEnd []time.Duration
-	var outHelper, outSSH []float64
-	err = b.withHelper(ctx, srv.Home, func(h *helper, s *session) error {
-		progress("remote: warm-up (dial, login environment, control shell, ControlMaster)")
-		for range remoteWarmups {
-			if _, err := s.startWait(ctx, "true", rb.cwd); err != nil {
-				return fmt.Errorf("warm-up: %w", err)
+	// Both modes, one after the other: the host agent (the default) and
+	// the wrapper (forced); the targets are the agent's.
+	measure := func(mode string) ([]row, error) {
+		helperEnv = []string{"MEVEDEL_EXEC_REMOTE_MODE=" + mode}
+		defer func() { helperEnv = nil }()
+		target := func(s string) string {
+			if mode != "agent" {
+				return "-"
 			}
-			if _, err := s.startWait(ctx, "true", dir); err != nil {
-				return fmt.Errorf("warm-up: %w", err)
+			return s
+		}
+		check := func(ok bool) string {
+			if mode != "agent" {
+				return "-"
 			}
+			return verdict(ok)
 		}
-		if _, err := rb.sshRun(ctx, rb.master); err != nil { // starts the master
-			return err
+		var helperPaced, helperBurst, local, master, masterBurst, fresh []time.Duration
+		var toStart, toEnd []time.Duration
+		var outHelper, outSSH []float64
+		err = b.withHelper(ctx, srv.Home, func(h *helper, s *session) error {
+			progress("remote: warm-up (dial, login environment, control shell, ControlMaster)")
+			for range remoteWarmups {
+				if _, err := s.startWait(ctx, "true", rb.cwd); err != nil {
+					return fmt.Errorf("warm-up: %w", err)
+				}
+				if _, err := s.startWait(ctx, "true", dir); err != nil {
+					return fmt.Errorf("warm-up: %w", err)
+				}
+			}
+			if _, err := rb.sshRun(ctx, rb.master); err != nil { // starts the master
+				return err
+			}
+			// The sides take turns, so that a change of the machine's load
+			// falls on all of them.
+			progress("remote: %d x (exec/start true on the host, ssh through the ControlMaster, exec/start true here), %v apart", remoteRuns, remotePace)
+			for range remoteRuns {
+				if err := sleepCtx(ctx, remotePace); err != nil {
+					return err
+				}
+				t0 := time.Now()
+				o, err := s.startWait(ctx, "true", rb.cwd)
+				if err != nil {
+					return err
+				}
+				helperPaced = append(helperPaced, time.Since(t0))
+				if f := o.Facts; f.QueuedAt != nil && f.StartedAt != nil && f.EndedAt != nil {
+					toStart = append(toStart, f.StartedAt.Sub(f.QueuedAt.Time))
+					toEnd = append(toEnd, f.EndedAt.Sub(f.StartedAt.Time))
+				}
+				if err := sleepCtx(ctx, remotePace); err != nil {
+					return err
+				}
+				d, err := rb.sshRun(ctx, rb.master)
+				if err != nil {
+					return err
+				}
+				master = append(master, d)
+				if err := sleepCtx(ctx, remotePace); err != nil {
+					return err
+				}
+				t0 = time.Now()
+				if _, err := s.startWait(ctx, "true", dir); err != nil {
+					return err
+				}
+				local = append(local, time.Since(t0))
+			}
+			progress("remote: %d exec/start true, then %d ssh through the ControlMaster, back to back", remoteRunsBurst, remoteRunsBurst)
+			for range remoteRunsBurst {
+				t0 := time.Now()
+				if _, err := s.startWait(ctx, "true", rb.cwd); err != nil {
+					return err
+				}
+				helperBurst = append(helperBurst, time.Since(t0))
+			}
+			for range remoteRunsBurst {
+				d, err := rb.sshRun(ctx, rb.master)
+				if err != nil {
+					return err
+				}
+				masterBurst = append(masterBurst, d)
+			}
+			progress("remote: %d x (%d MiB of output into the spool, through the ControlMaster into a file)", remoteOutRuns, remoteOutBytes/mib)
+			for range remoteOutRuns {
+				t0 := time.Now()
+				o, err := s.startWait(ctx, producer(remoteOutBytes), rb.cwd)
+				if err != nil {
+					return err
+				}
+				d := time.Since(t0)
+				if o.Facts.OutputBytes != remoteOutBytes {
+					return fmt.Errorf("spooled %d bytes, want %d", o.Facts.OutputBytes, remoteOutBytes)
+				}
+				removeAndSync(s.spoolPath(o.Facts.ExecutionID))
+				outHelper = append(outHelper, mbps(remoteOutBytes, d))
+				if d, err = rb.sshToFile(ctx, producer(remoteOutBytes)); err != nil {
+					return err
+				}
+				outSSH = append(outSSH, mbps(remoteOutBytes, d))
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("remote (%s): %w", mode, err)
 		}
-		// The sides take turns, so that a change of the machine's load
-		// falls on all of them.
-		progress("remote: %d x (exec/start true on the host, ssh through the ControlMaster, exec/start true here), %v apart", remoteRuns, remotePace)
-		for range remoteRuns {
+		progress("remote: %d x ssh host true, fresh connections, %v apart", remoteRunsFresh, remotePace)
+		for range remoteRunsFresh {
 			if err := sleepCtx(ctx, remotePace); err != nil {
-				return err
+				return nil, err
 			}
-			t0 := time.Now()
-			o, err := s.startWait(ctx, "true", rb.cwd)
+			d, err := rb.sshRun(ctx, rb.ssh)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			helperPaced = append(helperPaced, time.Since(t0))
-			if f := o.Facts; f.QueuedAt != nil && f.StartedAt != nil && f.EndedAt != nil {
-				toStart = append(toStart, f.StartedAt.Sub(f.QueuedAt.Time))
-				toEnd = append(toEnd, f.EndedAt.Sub(f.StartedAt.Time))
-			}
-			if err := sleepCtx(ctx, remotePace); err != nil {
-				return err
-			}
-			d, err := rb.sshRun(ctx, rb.master)
-			if err != nil {
-				return err
-			}
-			master = append(master, d)
-			if err := sleepCtx(ctx, remotePace); err != nil {
-				return err
-			}
-			t0 = time.Now()
-			if _, err := s.startWait(ctx, "true", dir); err != nil {
-				return err
-			}
-			local = append(local, time.Since(t0))
+			fresh = append(fresh, d)
 		}
-		progress("remote: %d exec/start true, then %d ssh through the ControlMaster, back to back", remoteRunsBurst, remoteRunsBurst)
-		for range remoteRunsBurst {
-			t0 := time.Now()
-			if _, err := s.startWait(ctx, "true", rb.cwd); err != nil {
-				return err
-			}
-			helperBurst = append(helperBurst, time.Since(t0))
+
+		hp50, hp90 := percentile(helperPaced, 50), percentile(helperPaced, 90)
+		mp50, mp90 := percentile(master, 50), percentile(master, 90)
+		lp50, lp90 := percentile(local, 50), percentile(local, 90)
+		fp50, fp90 := percentile(fresh, 50), percentile(fresh, 90)
+		bp50, bp90 := percentile(helperBurst, 50), percentile(helperBurst, 90)
+		mbp50, mbp90 := percentile(masterBurst, 50), percentile(masterBurst, 90)
+		fmt.Printf("remote (%s), exec/start true on the host: p50 %s p90 %s; back to back p50 %s p90 %s\n", mode, ms(hp50), ms(hp90), ms(bp50), ms(bp90))
+		fmt.Printf("  ssh through a ControlMaster: p50 %s p90 %s; back to back p50 %s p90 %s\n", ms(mp50), ms(mp90), ms(mbp50), ms(mbp90))
+		fmt.Printf("  fresh ssh: p50 %s p90 %s; the same helper's exec/start true here (the floor): p50 %s p90 %s\n", ms(fp50), ms(fp90), ms(lp50), ms(lp90))
+		if len(toStart) > 0 {
+			fmt.Printf("  on the host, by facts (ms resolution), medians: queued->started %s, started->ended %s\n", ms(median(toStart)), ms(median(toEnd)))
 		}
-		for range remoteRunsBurst {
-			d, err := rb.sshRun(ctx, rb.master)
-			if err != nil {
-				return err
-			}
-			masterBurst = append(masterBurst, d)
-		}
-		progress("remote: %d x (%d MiB of output into the spool, through the ControlMaster into a file)", remoteOutRuns, remoteOutBytes/mib)
-		for range remoteOutRuns {
-			t0 := time.Now()
-			o, err := s.startWait(ctx, producer(remoteOutBytes), rb.cwd)
-			if err != nil {
-				return err
-			}
-			d := time.Since(t0)
-			if o.Facts.OutputBytes != remoteOutBytes {
-				return fmt.Errorf("spooled %d bytes, want %d", o.Facts.OutputBytes, remoteOutBytes)
-			}
-			removeAndSync(s.spoolPath(o.Facts.ExecutionID))
-			outHelper = append(outHelper, mbps(remoteOutBytes, d))
-			if d, err = rb.sshToFile(ctx, producer(remoteOutBytes)); err != nil {
-				return err
-			}
-			outSSH = append(outSSH, mbps(remoteOutBytes, d))
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("remote: %w", err)
+		fmt.Printf("remote output: helper %s MB/s; ssh to a file %s MB/s\n", joinFloats(outHelper), joinFloats(outSSH))
+
+		ratio := func(a, b time.Duration) string { return fmt.Sprintf("%.3f", a.Seconds()/b.Seconds()) }
+		paced := fmt.Sprintf("n=%d, %v apart", remoteRuns, remotePace)
+		return []row{
+			{
+				measure:  mode + ": remote exec/start true, pooled, p50 (" + paced + ")",
+				helper:   ms(hp50),
+				baseline: ms(mp50) + " (ssh, ControlMaster)",
+				ratio:    ratio(hp50, mp50),
+				target:   target(fmt.Sprintf("<= %.1fx ControlMaster", targetRemoteRate)),
+				result:   check(hp50.Seconds() <= targetRemoteRate*mp50.Seconds()),
+			},
+			{
+				measure:  mode + ": remote exec/start true, pooled, p90 (" + paced + ")",
+				helper:   ms(hp90),
+				baseline: ms(mp90) + " (ssh, ControlMaster)",
+				ratio:    ratio(hp90, mp90),
+				target:   "-",
+				result:   "-",
+			},
+			{
+				measure:  mode + ": remote exec/start true, pooled, p50 (" + paced + ")",
+				helper:   ms(hp50),
+				baseline: ms(fp50) + fmt.Sprintf(" (fresh ssh, n=%d)", remoteRunsFresh),
+				ratio:    ratio(hp50, fp50),
+				target:   "-",
+				result:   "-",
+			},
+			{
+				measure:  mode + ": remote exec/start true, pooled, p50 (" + paced + ")",
+				helper:   ms(hp50),
+				baseline: ms(lp50) + " (exec/start true here)",
+				ratio:    ratio(hp50, lp50),
+				target:   "-",
+				result:   "-",
+			},
+			{
+				measure:  mode + fmt.Sprintf(": remote exec/start true, back to back, p50 (n=%d)", remoteRunsBurst),
+				helper:   ms(bp50),
+				baseline: ms(mbp50) + " (ssh, ControlMaster)",
+				ratio:    ratio(bp50, mbp50),
+				target:   "-",
+				result:   "-",
+			},
+			{
+				measure:  mode + fmt.Sprintf(": remote output into the spool, %d MiB, median of %d", remoteOutBytes/mib, remoteOutRuns),
+				helper:   fmt.Sprintf("%.0f MB/s", medianFloat(outHelper)),
+				baseline: fmt.Sprintf("%.0f MB/s (ssh, ControlMaster, > file)", medianFloat(outSSH)),
+				ratio:    fmt.Sprintf("%.3f", medianFloat(outHelper)/medianFloat(outSSH)),
+				target:   target(">= 1x ControlMaster"),
+				result:   check(medianFloat(outHelper) >= medianFloat(outSSH)),
+			},
+		}, nil
 	}
-	progress("remote: %d x ssh host true, fresh connections, %v apart", remoteRunsFresh, remotePace)
-	for range remoteRunsFresh {
-		if err := sleepCtx(ctx, remotePace); err != nil {
-			return nil, err
-		}
-		d, err := rb.sshRun(ctx, rb.ssh)
+	var rows []row
+	for _, mode := range []string{"agent", "wrapper"} {
+		r, err := measure(mode)
 		if err != nil {
 			return nil, err
 		}
-		fresh = append(fresh, d)
+		rows = append(rows, r...)
 	}
-
-	hp50, hp90 := percentile(helperPaced, 50), percentile(helperPaced, 90)
-	mp50, mp90 := percentile(master, 50), percentile(master, 90)
-	lp50, lp90 := percentile(local, 50), percentile(local, 90)
-	fp50, fp90 := percentile(fresh, 50), percentile(fresh, 90)
-	bp50, bp90 := percentile(helperBurst, 50), percentile(helperBurst, 90)
-	mbp50, mbp90 := percentile(masterBurst, 50), percentile(masterBurst, 90)
-	fmt.Printf("remote, exec/start true on the host: p50 %s p90 %s; back to back p50 %s p90 %s\n", ms(hp50), ms(hp90), ms(bp50), ms(bp90))
-	fmt.Printf("  ssh through a ControlMaster: p50 %s p90 %s; back to back p50 %s p90 %s\n", ms(mp50), ms(mp90), ms(mbp50), ms(mbp90))
-	fmt.Printf("  fresh ssh: p50 %s p90 %s; the same helper's exec/start true here (the floor): p50 %s p90 %s\n", ms(fp50), ms(fp90), ms(lp50), ms(lp90))
-	if len(toStart) > 0 {
-		fmt.Printf("  on the host, by facts (ms resolution), medians: queued->started %s, started->ended %s\n", ms(median(toStart)), ms(median(toEnd)))
-	}
-	fmt.Printf("remote output: helper %s MB/s; ssh to a file %s MB/s\n", joinFloats(outHelper), joinFloats(outSSH))
-
-	ratio := func(a, b time.Duration) string { return fmt.Sprintf("%.3f", a.Seconds()/b.Seconds()) }
-	paced := fmt.Sprintf("n=%d, %v apart", remoteRuns, remotePace)
-	return []row{
-		{
-			measure:  "remote exec/start true, pooled, p50 (" + paced + ")",
-			helper:   ms(hp50),
-			baseline: ms(mp50) + " (ssh, ControlMaster)",
-			ratio:    ratio(hp50, mp50),
-			target:   fmt.Sprintf("<= %.1fx ControlMaster", targetRemoteRate),
-			result:   verdict(hp50.Seconds() <= targetRemoteRate*mp50.Seconds()),
-		},
-		{
-			measure:  "remote exec/start true, pooled, p90 (" + paced + ")",
-			helper:   ms(hp90),
-			baseline: ms(mp90) + " (ssh, ControlMaster)",
-			ratio:    ratio(hp90, mp90),
-			target:   "-",
-			result:   "-",
-		},
-		{
-			measure:  "remote exec/start true, pooled, p50 (" + paced + ")",
-			helper:   ms(hp50),
-			baseline: ms(fp50) + fmt.Sprintf(" (fresh ssh, n=%d)", remoteRunsFresh),
-			ratio:    ratio(hp50, fp50),
-			target:   "-",
-			result:   "-",
-		},
-		{
-			measure:  "remote exec/start true, pooled, p50 (" + paced + ")",
-			helper:   ms(hp50),
-			baseline: ms(lp50) + " (exec/start true here)",
-			ratio:    ratio(hp50, lp50),
-			target:   "-",
-			result:   "-",
-		},
-		{
-			measure:  fmt.Sprintf("remote exec/start true, back to back, p50 (n=%d)", remoteRunsBurst),
-			helper:   ms(bp50),
-			baseline: ms(mbp50) + " (ssh, ControlMaster)",
-			ratio:    ratio(bp50, mbp50),
-			target:   "-",
-			result:   "-",
-		},
-		{
-			measure:  fmt.Sprintf("remote output into the spool, %d MiB, median of %d", remoteOutBytes/mib, remoteOutRuns),
-			helper:   fmt.Sprintf("%.0f MB/s", medianFloat(outHelper)),
-			baseline: fmt.Sprintf("%.0f MB/s (ssh, ControlMaster, > file)", medianFloat(outSSH)),
-			ratio:    fmt.Sprintf("%.3f", medianFloat(outHelper)/medianFloat(outSSH)),
-			target:   "-",
-			result:   "-",
-		},
-	}, nil
+	return rows, nil
 }
 
 type remoteBench struct {

@@ -174,7 +174,9 @@ func TestScratchIsRemovedBeforeTheEnd(t *testing.T) {
 // An unknown outcome on an SSH host refuses what may change something
 // until the person acknowledges it; read-only commands still run; the gate
 // survives a reopen of the session.
-func TestUnknownOutcomeGatesMutations(t *testing.T) {
+func TestUnknownOutcomeGatesMutations(t *testing.T) { inModes(t, testUnknownOutcomeGatesMutations) }
+
+func testUnknownOutcomeGatesMutations(t *testing.T) {
 	h, srv := remoteHelper(t)
 	state := filepath.Join(t.TempDir(), "state")
 	s := openWith(h, map[string]any{"stateDir": state, "remoteArtifactDir": filepath.Join(t.TempDir(), "art")})

@@ -137,7 +137,9 @@ func TestReadyBadParams(t *testing.T) {
 
 // A remote server started with readyPort yields when it listens on the
 // host; exec/forward makes it reachable here until unforward or its end.
-func TestRemoteReadyPortAndForward(t *testing.T) {
+func TestRemoteReadyPortAndForward(t *testing.T) { inModes(t, testRemoteReadyPortAndForward) }
+
+func testRemoteReadyPortAndForward(t *testing.T) {
 	h, srv := remoteHelper(t)
 	s, _ := openRemote(h)
 	dir := t.TempDir()

@@ -38,6 +38,10 @@ func inode(t *testing.T, p string) uint64 {
 // A yielded execution's output is published on its host as it grows,
 // by appending: what the remote copy holds is never sent again.
 func TestRemoteArtifactPublishedAndAppended(t *testing.T) {
+	inModes(t, testRemoteArtifactPublishedAndAppended)
+}
+
+func testRemoteArtifactPublishedAndAppended(t *testing.T) {
 	h, srv := remoteHelper(t)
 	s, art := openRemote(h)
 	gate := fifo(t, "gate")
@@ -78,7 +82,9 @@ func TestRemoteArtifactPublishedAndAppended(t *testing.T) {
 }
 
 // Without remoteArtifactDir, artifacts go under the remote user's home.
-func TestRemoteArtifactDefaultDirectory(t *testing.T) {
+func TestRemoteArtifactDefaultDirectory(t *testing.T) { inModes(t, testRemoteArtifactDefaultDirectory) }
+
+func testRemoteArtifactDefaultDirectory(t *testing.T) {
 	h, srv := remoteHelper(t)
 	s := openWith(h, nil)
 	// SFTP starts in the account's home, which the fixture's HOME for
@@ -111,6 +117,10 @@ func TestRemoteArtifactDefaultDirectory(t *testing.T) {
 // the one recorded (leader pid and start time, on the host) and kills it
 // before marking the execution lost.
 func TestRemoteLostRunReclaimedOnTheHost(t *testing.T) {
+	inModes(t, testRemoteLostRunReclaimedOnTheHost)
+}
+
+func testRemoteLostRunReclaimedOnTheHost(t *testing.T) {
 	h1, srv := remoteHelper(t)
 	dir := filepath.Join(t.TempDir(), "state")
 	art := filepath.Join(t.TempDir(), "artifacts")
@@ -134,8 +144,7 @@ func TestRemoteLostRunReclaimedOnTheHost(t *testing.T) {
 		}
 	}
 
-	h2 := startHelper(t, withEnv("HOME="+srv.Home))
-	h2.home = srv.Home
+	h2 := remoteHelperOn(t, srv)
 	info := open(h2, "second")
 	if len(info.Recovered) != 1 {
 		t.Fatalf("recovered %+v", info.Recovered)

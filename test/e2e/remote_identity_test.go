@@ -60,6 +60,10 @@ func takePid(t *testing.T, pid int) *exec.Cmd {
 // group is never signalled again: not the impostor, and not what is left
 // of the execution either, even at the end of the grace.
 func TestRemoteAmbiguousIdentityNeverSignalled(t *testing.T) {
+	inModes(t, testRemoteAmbiguousIdentityNeverSignalled)
+}
+
+func testRemoteAmbiguousIdentityNeverSignalled(t *testing.T) {
 	h, srv := remoteHelper(t)
 	s := openWith(h, map[string]any{"limits": map[string]any{"graceMs": 60000}, "remoteArtifactDir": t.TempDir()})
 	script := filepath.Join(t.TempDir(), "survivor.sh")
@@ -116,7 +120,9 @@ func TestRemoteAmbiguousIdentityNeverSignalled(t *testing.T) {
 // A transport cut during a run leaves the end unproven: termination
 // unknown, never completed. The command, orphaned on the host, is found
 // again over a new connection and stopped.
-func TestRemoteTransportLossIsUnknown(t *testing.T) {
+func TestRemoteTransportLossIsUnknown(t *testing.T) { inModes(t, testRemoteTransportLossIsUnknown) }
+
+func testRemoteTransportLossIsUnknown(t *testing.T) {
 	h, srv := remoteHelper(t)
 	s, _ := openRemote(h)
 	cwd := tramp(srv, t.TempDir())

@@ -16,6 +16,7 @@ import (
 	"github.com/mevedel/mevedel-exec/execution"
 	"github.com/mevedel/mevedel-exec/internal/testsupport"
 	"github.com/mevedel/mevedel-exec/process"
+	"github.com/mevedel/mevedel-exec/remote"
 	"github.com/mevedel/mevedel-exec/test/sshd"
 	"github.com/sourcegraph/jsonrpc2"
 	"golang.org/x/crypto/ssh"
@@ -24,14 +25,36 @@ import (
 // The fixture's sshd runs on this machine as the current user, so what a
 // remote command leaves behind is visible in this machine's /proc.
 
+// inModes runs a remote test twice: with the host agent (subtest
+// "agent") and with the wrapper forced (subtest "wrapper").
+func inModes(t *testing.T, f func(t *testing.T)) {
+	for _, m := range []string{remote.ModeAgent, remote.ModeWrapper} {
+		t.Run(m, f)
+	}
+}
+
+// modeOf is the remote mode a subtest of inModes runs in.
+func modeOf(t *testing.T) string {
+	if strings.Contains(t.Name(), "/"+remote.ModeWrapper) {
+		return remote.ModeWrapper
+	}
+	return remote.ModeAgent
+}
+
 // remoteHelper starts a private sshd and a helper whose HOME is the
 // fixture's client home (known_hosts, key, ~/.ssh/config with testhost).
 func remoteHelper(t *testing.T) (*helper, *sshd.Server) {
 	t.Helper()
 	srv := sshd.Start(t)
-	h := startHelper(t, withEnv("HOME="+srv.Home))
+	return remoteHelperOn(t, srv), srv
+}
+
+// remoteHelperOn starts a helper for srv in the mode of t.
+func remoteHelperOn(t *testing.T, srv *sshd.Server) *helper {
+	t.Helper()
+	h := startHelper(t, withEnv("HOME="+srv.Home, execution.RemoteModeVar+"="+modeOf(t)))
 	h.home = srv.Home
-	return h, srv
+	return h
 }
 
 // openRemote opens a session whose remote artifacts go to a private
@@ -63,7 +86,9 @@ func targetOf(srv *sshd.Server) string {
 	return fmt.Sprintf("ssh:%s@127.0.0.1#%d", srv.User, srv.Port)
 }
 
-func TestRemoteEchoAndExitCodes(t *testing.T) {
+func TestRemoteEchoAndExitCodes(t *testing.T) { inModes(t, testRemoteEchoAndExitCodes) }
+
+func testRemoteEchoAndExitCodes(t *testing.T) {
 	h, srv := remoteHelper(t)
 	s, _ := openRemote(h)
 	dir := t.TempDir()
@@ -88,6 +113,9 @@ func TestRemoteEchoAndExitCodes(t *testing.T) {
 		}
 		if f.Target != targetOf(srv) || f.Cwd != cwd || f.Pid == 0 || f.Pgid != f.Pid {
 			t.Fatalf("%q: target %q cwd %q pid %d pgid %d", tc.cmd, f.Target, f.Cwd, f.Pid, f.Pgid)
+		}
+		if f.RemoteMode != modeOf(t) {
+			t.Fatalf("%q: remoteMode %q, want %q", tc.cmd, f.RemoteMode, modeOf(t))
 		}
 		if f.PublishedPath != "" {
 			t.Fatalf("%q: a foreground completion was published: %q", tc.cmd, f.PublishedPath)
@@ -117,7 +145,9 @@ func TestRemoteEchoAndExitCodes(t *testing.T) {
 	}
 }
 
-func TestRemoteYieldThenPoll(t *testing.T) {
+func TestRemoteYieldThenPoll(t *testing.T) { inModes(t, testRemoteYieldThenPoll) }
+
+func testRemoteYieldThenPoll(t *testing.T) {
 	h, srv := remoteHelper(t)
 	s, _ := openRemote(h)
 	gate := fifo(t, "gate")
@@ -171,7 +201,9 @@ func TestRemoteYieldThenPoll(t *testing.T) {
 	}
 }
 
-func TestRemoteInput(t *testing.T) {
+func TestRemoteInput(t *testing.T) { inModes(t, testRemoteInput) }
+
+func testRemoteInput(t *testing.T) {
 	h, srv := remoteHelper(t)
 	s, _ := openRemote(h)
 	cwd := tramp(srv, t.TempDir())
@@ -216,6 +248,10 @@ func TestRemoteInput(t *testing.T) {
 // host (the await's snapshot plus what was created since) and cleaned up;
 // the termination stays the shell's exit.
 func TestRemoteLingeringDescendantsCleaned(t *testing.T) {
+	inModes(t, testRemoteLingeringDescendantsCleaned)
+}
+
+func testRemoteLingeringDescendantsCleaned(t *testing.T) {
 	h, srv := remoteHelper(t)
 	s := openWith(h, map[string]any{"limits": map[string]any{"graceMs": 500}, "remoteArtifactDir": t.TempDir()})
 	script := filepath.Join(t.TempDir(), "linger.sh")
@@ -239,7 +275,9 @@ func TestRemoteLingeringDescendantsCleaned(t *testing.T) {
 	}
 }
 
-func TestRemoteStopLeavesNoSurvivor(t *testing.T) {
+func TestRemoteStopLeavesNoSurvivor(t *testing.T) { inModes(t, testRemoteStopLeavesNoSurvivor) }
+
+func testRemoteStopLeavesNoSurvivor(t *testing.T) {
 	h, srv := remoteHelper(t)
 	s, _ := openRemote(h)
 	script := filepath.Join(t.TempDir(), "tree.sh")
@@ -305,6 +343,10 @@ print while <$r>;
 // settles at once, without the grace (a minute here) that a live member
 // would cost.
 func TestRemoteZombieOnlyGroupSettlesAtOnce(t *testing.T) {
+	inModes(t, testRemoteZombieOnlyGroupSettlesAtOnce)
+}
+
+func testRemoteZombieOnlyGroupSettlesAtOnce(t *testing.T) {
 	h, srv := remoteHelper(t)
 	s := openWith(h, map[string]any{"limits": map[string]any{"graceMs": 60000}, "remoteArtifactDir": t.TempDir()})
 	script := filepath.Join(t.TempDir(), "zombie.pl")
@@ -333,7 +375,9 @@ func TestRemoteZombieOnlyGroupSettlesAtOnce(t *testing.T) {
 
 // Connection failures answer the start request with unavailable and
 // register nothing; the message says what known_hosts said.
-func TestRemoteHostKeyAndReachability(t *testing.T) {
+func TestRemoteHostKeyAndReachability(t *testing.T) { inModes(t, testRemoteHostKeyAndReachability) }
+
+func testRemoteHostKeyAndReachability(t *testing.T) {
 	h, srv := remoteHelper(t)
 	s, _ := openRemote(h)
 	start := map[string]any{"sessionId": s.id, "command": "echo never", "cwd": tramp(srv, "/tmp"), "env": map[string]string{"MEVEDEL_E2E": "1"}}
@@ -395,6 +439,10 @@ func TestRemoteHostKeyAndReachability(t *testing.T) {
 // dial waiting; the helper still answers other requests, and a cancel
 // aborts the start like any other before its yield.
 func TestRemoteConnectNeverBlocksTheHelper(t *testing.T) {
+	inModes(t, testRemoteConnectNeverBlocksTheHelper)
+}
+
+func testRemoteConnectNeverBlocksTheHelper(t *testing.T) {
 	h, srv := remoteHelper(t)
 	s, _ := openRemote(h)
 	silent, err := net.Listen("tcp", "127.0.0.1:0")
@@ -447,7 +495,9 @@ func TestRemoteConnectNeverBlocksTheHelper(t *testing.T) {
 	}
 }
 
-func TestRemoteSSHConfigAlias(t *testing.T) {
+func TestRemoteSSHConfigAlias(t *testing.T) { inModes(t, testRemoteSSHConfigAlias) }
+
+func testRemoteSSHConfigAlias(t *testing.T) {
 	h, srv := remoteHelper(t)
 	// The only key is one that just the alias names: every connection
 	// made for an execution must use it, also the new one that cleans up

@@ -317,6 +317,10 @@ func TestSandboxOnAMonitor(t *testing.T) {
 // On an SSH target there is no confinement yet: required is refused,
 // best-effort runs and says so, limits are listed as not applied.
 func TestSandboxOnAnSSHTargetIsNotThereYet(t *testing.T) {
+	inModes(t, testSandboxOnAnSSHTargetIsNotThereYet)
+}
+
+func testSandboxOnAnSSHTargetIsNotThereYet(t *testing.T) {
 	h, srv := remoteHelper(t)
 	s, _ := openRemote(h)
 	dir := t.TempDir()

@@ -190,6 +190,10 @@ func TestPipeModePromptsFailFast(t *testing.T) {
 }
 
 func TestRemoteTTYPromptIsReportedWaiting(t *testing.T) {
+	inModes(t, testRemoteTTYPromptIsReportedWaiting)
+}
+
+func testRemoteTTYPromptIsReportedWaiting(t *testing.T) {
 	h, srv := remoteHelper(t)
 	s, _ := openRemote(h)
 	o := s.mustStart(`read -p "Remote name? " x; echo "hi $x"`, map[string]any{"tty": true, "yieldMs": 0, "cwd": tramp(srv, t.TempDir())})

@@ -1,0 +1,371 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/mevedel/mevedel-exec/process"
+	"golang.org/x/sys/unix"
+)
+
+// Main is `mevedel-exec host`: the host agent on its stdin and stdout,
+// until the channel ends. What it started keeps running then, as a
+// command of the wrapper path would: the helper decides its end over a
+// new connection (unknown, then a stop by identity), and recovery after
+// a helper's crash finds it the same way. It keeps no state on disk.
+func Main(args []string) int {
+	if len(args) != 0 {
+		fmt.Fprintln(os.Stderr, "usage: mevedel-exec host")
+		return 2
+	}
+	logger := log.New(os.Stderr, "mevedel-exec host: ", log.LstdFlags|log.Lmicroseconds)
+	process.SetLogger(logger)
+	// A lost channel is a failed write or EOF, never a death by signal.
+	signal.Ignore(syscall.SIGPIPE, syscall.SIGHUP)
+	if err := process.UseShim(); err != nil {
+		logger.Printf("no native subreaper shim, the executable serves instead: %v", err)
+	}
+	stop := make(chan struct{})
+	waitReaper, err := process.BecomeSubreaper(logger, stop)
+	if err != nil {
+		logger.Printf("cannot become a child subreaper: %v", err)
+	}
+	err = Serve(os.Stdin, os.Stdout)
+	close(stop)
+	waitReaper()
+	if err != nil && !errors.Is(err, io.EOF) {
+		logger.Print(err)
+		return 1
+	}
+	return 0
+}
+
+// host is one channel's agent.
+type host struct {
+	w    *Writer
+	home string
+
+	mu    sync.Mutex
+	execs map[uint32]*hostExec // guarded by mu
+	wg    sync.WaitGroup       // starts and requests in flight
+}
+
+// hostExec is one execution's process on this host.
+type hostExec struct {
+	proc process.Process
+
+	mu     sync.Mutex
+	cond   *sync.Cond // on mu: credit came, or the output was closed
+	credit int64      // guarded by mu; output bytes the helper can take
+	closed bool       // guarded by mu; OpClose came
+	exited bool       // guarded by mu; the exit frame is out
+}
+
+// Serve runs the agent on one stream pair until in ends.
+func Serve(in io.Reader, out io.Writer) error {
+	h := &host{w: NewWriter(out), execs: map[uint32]*hostExec{}}
+	h.home, _ = os.UserHomeDir()
+	if _, err := io.WriteString(out, Hello+Version+"\n"); err != nil {
+		return err
+	}
+	br := bufio.NewReaderSize(in, 64<<10)
+	defer h.wg.Wait()
+	for {
+		f, err := ReadFrame(br)
+		if err != nil {
+			return err
+		}
+		switch f.Type {
+		case MsgStart:
+			h.wg.Go(func() { h.start(f.ID, f.Payload) })
+		case MsgCredit:
+			n, ok := CreditOf(f.Payload)
+			if e := h.exec(f.ID); e != nil && ok {
+				e.mu.Lock()
+				e.credit += int64(n)
+				e.cond.Broadcast()
+				e.mu.Unlock()
+			}
+		case MsgRequest:
+			h.wg.Go(func() { h.request(f.ID, f.Payload) })
+		default:
+			return fmt.Errorf("unknown frame type %q", f.Type)
+		}
+	}
+}
+
+func (h *host) exec(id uint32) *hostExec {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.execs[id]
+}
+
+func (h *host) send(typ byte, id uint32, v any) {
+	b, _ := json.Marshal(v)
+	_ = h.w.Write(typ, id, b)
+}
+
+// dir resolves a start's directory against the home directory.
+func (h *host) dir(d string) string {
+	switch {
+	case d == "" || d == "~":
+		return h.home
+	case strings.HasPrefix(d, "~/"):
+		return filepath.Join(h.home, d[2:])
+	case !filepath.IsAbs(d):
+		return filepath.Join(h.home, d)
+	}
+	return d
+}
+
+// sshdOnly are sshd's variables that would make bash read ~/.bashrc.
+var sshdOnly = map[string]bool{"SSH_CLIENT": true, "SSH2_CLIENT": true}
+
+func (h *host) start(id uint32, payload []byte) {
+	var s StartSpec
+	if err := json.Unmarshal(payload, &s); err != nil {
+		h.send(MsgStarted, id, Started{Err: "malformed start: " + err.Error()})
+		return
+	}
+	env := s.Env
+	if s.Overlay {
+		var own []string
+		for _, kv := range os.Environ() {
+			if k, _, _ := strings.Cut(kv, "="); !sshdOnly[k] {
+				own = append(own, kv)
+			}
+		}
+		env = process.MergeEnv(own, s.Env)
+	}
+	spec := process.Spec{Command: s.Command, Argv: s.Argv, Dir: h.dir(s.Dir), Env: env, TTY: s.TTY, Tag: s.Tag}
+	var l process.Local
+	proc, err := l.Start(context.Background(), spec)
+	if err != nil {
+		h.send(MsgStarted, id, Started{Err: err.Error()})
+		return
+	}
+	e := &hostExec{proc: proc, credit: Window}
+	e.cond = sync.NewCond(&e.mu)
+	h.mu.Lock()
+	h.execs[id] = e
+	h.mu.Unlock()
+	h.send(MsgStarted, id, Started{Pid: proc.Pid(), Start: proc.LeaderStart()})
+	h.wg.Go(func() { h.copyOutput(id, e) })
+	h.wg.Go(func() {
+		ex, _ := proc.Wait()
+		st := ExitStatus{Code: ex.Code, Signaled: ex.Signaled, Signal: int(ex.Signal), Alive: proc.Alive()}
+		h.send(MsgExit, id, st)
+		e.mu.Lock()
+		e.exited = true
+		done := e.closed
+		e.mu.Unlock()
+		if done {
+			h.forget(id)
+		}
+	})
+}
+
+// copyOutput sends the output as the helper's credit allows; without
+// credit it stops reading, and the command blocks on a full pipe as it
+// would on a slow local reader.
+func (h *host) copyOutput(id uint32, e *hostExec) {
+	buf := make([]byte, ChunkSize)
+	r := e.proc.Output()
+	for {
+		e.mu.Lock()
+		for e.credit <= 0 && !e.closed {
+			e.cond.Wait()
+		}
+		n := int(min(e.credit, int64(len(buf))))
+		closed := e.closed
+		e.mu.Unlock()
+		if closed {
+			n = len(buf) // drain: the helper no longer reads
+		}
+		k, err := r.Read(buf[:n])
+		if k > 0 && !closed {
+			e.mu.Lock()
+			e.credit -= int64(k)
+			e.mu.Unlock()
+			if h.w.Write(MsgOutput, id, buf[:k]) != nil {
+				return
+			}
+		}
+		if err != nil {
+			_ = h.w.Write(MsgEOF, id, nil)
+			return
+		}
+	}
+}
+
+func (h *host) forget(id uint32) {
+	h.mu.Lock()
+	delete(h.execs, id)
+	h.mu.Unlock()
+}
+
+func (h *host) request(id uint32, payload []byte) {
+	var r Request
+	if err := json.Unmarshal(payload, &r); err != nil {
+		h.send(MsgReply, id, Reply{Err: "malformed request: " + err.Error()})
+		return
+	}
+	if r.Op == OpGroup {
+		h.send(MsgReply, id, groupOp(r))
+		return
+	}
+	e := h.exec(r.Exec)
+	if e == nil {
+		h.send(MsgReply, id, Reply{Err: fmt.Sprintf("no execution %d on this host agent", r.Exec)})
+		return
+	}
+	var rep Reply
+	if (r.Op == OpSignal || r.Op == OpInt || r.Op == OpAlive) && reused(e.proc) {
+		// As on the wrapper path: a group whose leader's pid is someone
+		// else's now is never signalled again, and counts as not alive.
+		h.send(MsgReply, id, Reply{Ambiguous: true})
+		return
+	}
+	switch r.Op {
+	case OpSignal:
+		rep = errReply(e.proc.Signal(syscall.Signal(r.Sig)))
+	case OpInt:
+		rep = errReply(e.proc.Interrupt())
+	case OpAlive:
+		rep.Alive = e.proc.Alive()
+	case OpInput:
+		n, err := e.proc.Write(r.Data)
+		rep = errReply(err)
+		rep.N = n
+	case OpWaiting:
+		rep.Waiting = process.WaitingForInput(e.proc.Pid())
+	case OpPorts:
+		rep.Listening = process.Listening(e.proc.Pid())
+	case OpClose:
+		rep = errReply(e.proc.CloseOutput())
+		e.mu.Lock()
+		e.closed = true
+		e.cond.Broadcast()
+		done := e.exited
+		e.mu.Unlock()
+		if done {
+			h.forget(r.Exec)
+		}
+	default:
+		rep.Err = fmt.Sprintf("unknown operation %q", r.Op)
+	}
+	h.send(MsgReply, id, rep)
+}
+
+// reused reports whether proc's shell has exited and another process
+// holds its pid: the group's number may then be another's too.
+func reused(proc process.Process) bool {
+	if !proc.Exited() {
+		return false
+	}
+	p, ok := process.Stat(proc.Pid())
+	return ok && p.Start != proc.LeaderStart()
+}
+
+func errReply(err error) Reply {
+	var errno syscall.Errno
+	switch {
+	case err == nil:
+		return Reply{}
+	case errors.As(err, &errno):
+		return Reply{Errno: int(errno), Err: err.Error()}
+	case errors.Is(err, os.ErrClosed):
+		return Reply{Errno: -1, Err: err.Error()}
+	}
+	return Reply{Err: err.Error()}
+}
+
+// groupOp probes or signals a group known only by its leader's identity
+// and its tag, as recovery does here (process.Members): the group counts
+// as ours while its leader holds the pid with the same start time, or
+// when a member carries the tag; tagged processes that started no
+// earlier than the leader are ours wherever they are, and so is what
+// descends from anything proven. A leader's pid held by another process
+// is never signalled; a group with survivors none of which is proven
+// ours is ambiguous.
+func groupOp(r Request) Reply {
+	rep := Reply{Leader: "gone"}
+	if p, ok := process.Stat(r.Pid); ok {
+		switch {
+		case p.Start != r.Start:
+			rep.Leader = "other"
+		case p.Alive():
+			rep.Leader = "live"
+		default:
+			rep.Leader = "zombie"
+		}
+	}
+	if rep.Leader == "other" {
+		rep.State = "ambiguous"
+		return rep
+	}
+	proven := 0
+	if rep.Leader != "gone" {
+		proven = r.Pgid
+	}
+	members := process.Members(proven, r.Tag, r.Start)
+	grp := 0
+	if proven == 0 {
+		for _, p := range process.Table() {
+			if p.Pgrp == r.Pgid && p.Alive() {
+				grp++
+			}
+		}
+		for _, m := range members {
+			if m.Pgrp == r.Pgid {
+				// A tagged member vouches for its group.
+				proven = r.Pgid
+				members = process.Members(proven, r.Tag, r.Start)
+				break
+			}
+		}
+	}
+	switch {
+	case len(members) > 0:
+		rep.State = "live"
+	case grp > 0 && proven == 0:
+		rep.State = "ambiguous"
+		return rep
+	default:
+		rep.State = "dead"
+	}
+	if r.Act == "probe" || rep.State != "live" {
+		return rep
+	}
+	sig := syscall.Signal(r.Sig)
+	if r.Act == "int" {
+		sig = unix.SIGINT
+		if proven > 0 {
+			_ = unix.Kill(-proven, sig)
+			return rep
+		}
+	} else if proven > 0 {
+		_ = unix.Kill(-proven, sig)
+	}
+	for _, m := range members {
+		_ = unix.Kill(m.Pid, sig)
+		if sig == unix.SIGTERM {
+			_ = unix.Kill(m.Pid, unix.SIGCONT)
+		}
+	}
+	if sig == unix.SIGTERM && proven > 0 {
+		_ = unix.Kill(-proven, unix.SIGCONT)
+	}
+	return rep
+}

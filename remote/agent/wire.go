@@ -1,0 +1,212 @@
+// Package agent is the helper on an SSH host: `mevedel-exec host` runs,
+// signals, probes and reports the processes of every execution on that
+// host with package process, the local runner's own code, and speaks to
+// the helper over one SSH channel (its stdin and stdout). This file is
+// the wire both sides share; host.go is the host's side. The helper's
+// side (deployment, the multiplexing client) is in package remote.
+//
+// After a text line that says hello (so that whatever a login shell
+// prints before it can be skipped), both directions carry frames: a type
+// byte, a 32-bit id and a 32-bit length, big-endian, then the payload.
+// The id names an execution (start, output, credit, exit) or a request
+// (request, reply). Output is flow-controlled per execution: the host
+// sends no more than the credit the helper granted, so one flooding
+// command cannot fill the channel that every other one's input, signals
+// and probes share.
+package agent
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/mevedel/mevedel-exec/process"
+)
+
+// Version is the helper's version, set by the program at start. A host
+// agent of another version is never used.
+var Version = "dev"
+
+// Deployable is set by a program whose executable runs `host` (the
+// helper's): only such a program deploys itself to hosts. Any other (a
+// test binary) runs remote commands through the wrapper.
+var Deployable bool
+
+// Frame types. Upper case goes to the host, lower case comes from it.
+const (
+	MsgStart   byte = 'S' // id: execution; payload: StartSpec
+	MsgCredit  byte = 'C' // id: execution; payload: uint32 more bytes of output
+	MsgRequest byte = 'R' // id: request; payload: Request
+	MsgStarted byte = 's' // id: execution; payload: Started
+	MsgOutput  byte = 'o' // id: execution; payload: output bytes
+	MsgEOF     byte = 'e' // id: execution; the output ended
+	MsgExit    byte = 'x' // id: execution; payload: ExitStatus
+	MsgReply   byte = 'r' // id: request; payload: Reply
+)
+
+// Hello starts the host's first line, followed by its version.
+const Hello = "\x00MEVEDEL-AGENT-HELLO "
+
+// headerSize is a frame's header: type, id, length.
+const headerSize = 9
+
+// MaxPayload bounds a frame: a start carries the command and the whole
+// environment.
+const MaxPayload = 64 << 20
+
+// Window is the output an execution may have in flight before the helper
+// grants more: enough to keep a fast command streaming.
+const Window = 8 << 20
+
+// ChunkSize is the largest output frame: small enough that a reply or an
+// exit behind it waits little.
+const ChunkSize = 256 << 10
+
+// StartSpec is a command to start. Dir is absolute, "~", "~/...",
+// relative to the home directory, or empty for the home directory. Env
+// is the complete environment, or, with Overlay, what goes on top of the
+// host agent's own (sshd's).
+type StartSpec struct {
+	Command string   `json:"command,omitempty"`
+	Argv    []string `json:"argv,omitempty"`
+	Dir     string   `json:"dir,omitempty"`
+	Env     []string `json:"env,omitempty"`
+	Overlay bool     `json:"overlay,omitempty"`
+	TTY     bool     `json:"tty,omitempty"`
+	Tag     string   `json:"tag,omitempty"`
+}
+
+// Started answers a start: the leader's identity, or why nothing started.
+type Started struct {
+	Pid   int    `json:"pid,omitempty"`
+	Start uint64 `json:"start,omitempty"`
+	Err   string `json:"err,omitempty"`
+}
+
+// ExitStatus is how the shell ended, and whether anything of the
+// execution was alive right after (when nothing was, nothing can be
+// later: only a live member starts another).
+type ExitStatus struct {
+	Code     int  `json:"code"`
+	Signaled bool `json:"signaled,omitempty"`
+	Signal   int  `json:"signal,omitempty"`
+	Alive    bool `json:"alive,omitempty"`
+}
+
+// Request operations.
+const (
+	OpSignal  = "signal"  // Exec, Sig
+	OpInt     = "int"     // Exec: Ctrl-C
+	OpAlive   = "alive"   // Exec
+	OpInput   = "input"   // Exec, Data: written to the terminal
+	OpWaiting = "waiting" // Exec: is the terminal's foreground group reading it
+	OpPorts   = "ports"   // Exec: the tree's listening TCP ports
+	OpClose   = "close"   // Exec: close the output; the host forgets it after its exit
+	OpGroup   = "group"   // Identity, Act (probe, signal, int), Sig: a group known by identity alone
+)
+
+// Request is one request to the host.
+type Request struct {
+	Op   string `json:"op"`
+	Exec uint32 `json:"exec,omitempty"`
+	Sig  int    `json:"sig,omitempty"`
+	Data []byte `json:"data,omitempty"`
+	// A group known by identity (OpGroup).
+	Act   string `json:"act,omitempty"`
+	Pid   int    `json:"pid,omitempty"`
+	Pgid  int    `json:"pgid,omitempty"`
+	Start uint64 `json:"start,omitempty"`
+	Tag   string `json:"tag,omitempty"`
+	TTY   bool   `json:"tty,omitempty"`
+}
+
+// Reply answers a request. Errno carries a system error (ESRCH from an
+// interrupt of an empty group), Err any other failure.
+type Reply struct {
+	Err   string `json:"err,omitempty"`
+	Errno int    `json:"errno,omitempty"`
+	N     int    `json:"n,omitempty"`
+	Alive bool   `json:"alive,omitempty"`
+	// Ambiguous: the shell's pid is another process's now; nothing was
+	// signalled.
+	Ambiguous bool               `json:"ambiguous,omitempty"`
+	Waiting   bool               `json:"waiting,omitempty"`
+	Listening []process.Listener `json:"listening,omitempty"`
+	// OpGroup: State is live, dead or ambiguous; Leader live, zombie,
+	// gone or other (another process holds the pid now).
+	State  string `json:"state,omitempty"`
+	Leader string `json:"leader,omitempty"`
+}
+
+// Writer writes whole frames; it may be shared by goroutines.
+type Writer struct {
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte // guarded by mu
+}
+
+// NewWriter returns a Writer on w.
+func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
+
+// Write sends one frame. A small frame goes out in one write.
+func (w *Writer) Write(typ byte, id uint32, payload []byte) error {
+	if len(payload) > MaxPayload {
+		return fmt.Errorf("agent: frame of %d bytes", len(payload))
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf[:0], typ, 0, 0, 0, 0, 0, 0, 0, 0)
+	binary.BigEndian.PutUint32(w.buf[1:], id)
+	binary.BigEndian.PutUint32(w.buf[5:], uint32(len(payload)))
+	if len(payload) <= 4<<10 {
+		w.buf = append(w.buf, payload...)
+		_, err := w.w.Write(w.buf)
+		return err
+	}
+	if _, err := w.w.Write(w.buf); err != nil {
+		return err
+	}
+	_, err := w.w.Write(payload)
+	return err
+}
+
+// Frame is one frame read.
+type Frame struct {
+	Type    byte
+	ID      uint32
+	Payload []byte
+}
+
+// ReadFrame reads the next frame; its payload is a fresh slice.
+func ReadFrame(r *bufio.Reader) (Frame, error) {
+	var h [headerSize]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return Frame{}, err
+	}
+	n := binary.BigEndian.Uint32(h[5:])
+	if n > MaxPayload {
+		return Frame{}, fmt.Errorf("agent: frame of %d bytes", n)
+	}
+	f := Frame{Type: h[0], ID: binary.BigEndian.Uint32(h[1:]), Payload: make([]byte, n)}
+	if _, err := io.ReadFull(r, f.Payload); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return Frame{}, err
+	}
+	return f, nil
+}
+
+// Credit is a credit frame's payload.
+func Credit(n uint32) []byte { return binary.BigEndian.AppendUint32(nil, n) }
+
+// CreditOf reads a credit frame's payload.
+func CreditOf(p []byte) (uint32, bool) {
+	if len(p) != 4 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint32(p), true
+}
