@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -316,6 +317,10 @@ func peerRefusal(uid uint32, err error, self int) string {
 	return ""
 }
 
+// firstClientGrace is how long a daemon no client has come to yet stays
+// however short its idle period.
+const firstClientGrace = 30 * time.Second
+
 // ServeDaemon serves every client of l at once until the idle period
 // passes with no client and nothing running or waiting to be delivered
 // (idle 0: never), Stop's shutdown has finished, or accepting fails.
@@ -330,6 +335,10 @@ func (s *Server) ServeDaemon(l net.Listener, idle time.Duration) error {
 	var conns sync.WaitGroup
 	accepted := make(chan error, 1)
 	self := os.Getuid()
+	// A new daemon waits for its first client (its starter connects
+	// next) before an idle period counts.
+	var came atomic.Bool
+	firstBy := time.Now().Add(max(idle, firstClientGrace))
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -342,6 +351,7 @@ func (s *Server) ServeDaemon(l net.Listener, idle time.Duration) error {
 				go refuse(c, why, s.logger)
 				continue
 			}
+			came.Store(true)
 			conns.Add(1)
 			go func() {
 				defer conns.Done()
@@ -369,7 +379,7 @@ loop:
 			break loop
 		case now := <-tick:
 			switch {
-			case !s.idle():
+			case !came.Load() && now.Before(firstBy), !s.idle():
 				idleSince = time.Time{}
 			case idleSince.IsZero():
 				idleSince = now
