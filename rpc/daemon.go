@@ -375,6 +375,8 @@ loop:
 			break loop
 		case <-s.stopped:
 			break loop
+		case <-s.downDone: // a client's shutdown request: the daemon ends
+			break loop
 		case <-s.aborted:
 			break loop
 		case now := <-tick:
