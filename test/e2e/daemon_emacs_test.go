@@ -276,4 +276,3 @@ func TestDaemonModeKilledDaemonIsRecovered(t *testing.T) {
 		t.Fatalf("left after recovery: %v", left)
 	}
 }
-
