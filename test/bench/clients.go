@@ -27,8 +27,8 @@ import (
 )
 
 const (
-	clientsRounds   = 3
-	clientsPhase    = 2 * time.Second // of back-to-back observes, per round and phase
+	clientsRounds = 3
+	clientsPhase  = 2 * time.Second // of back-to-back observes, per round and phase
 	// floodCommand prints 100-byte lines without end; each round restarts
 	// it, so its output limit (1 GiB) is never reached.
 	floodCommand  = `line=$(printf '%099d' 0); while :; do echo "$line"; done`
