@@ -205,18 +205,18 @@ func serveDaemon(sock string, idle, stall time.Duration, ready io.WriteCloser) i
 		return 1
 	}
 	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		// Another daemon runs or is starting: it serves.
-		deadline := time.Now().Add(readyBound)
-		for !answering(sock) {
-			if time.Now().After(deadline) {
-				say("another daemon holds " + lock.Name() + " but does not answer")
-				return 1
-			}
-			time.Sleep(20 * time.Millisecond) // polling another process's socket: no event to wait on
+	// Another daemon holding the lock serves, once it answers; one on its
+	// way out lets go of the lock, and this one takes over.
+	for deadline := time.Now().Add(readyBound); unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil; {
+		if answering(sock) {
+			say("ready")
+			return 0
 		}
-		say("ready")
-		return 0
+		if time.Now().After(deadline) {
+			say("another daemon holds " + lock.Name() + " but does not answer")
+			return 1
+		}
+		time.Sleep(20 * time.Millisecond) // another process's lock and socket: nothing to wait on
 	}
 	// Holding the lock, a socket left here is a dead daemon's.
 	if fi, err := os.Lstat(sock); err == nil {

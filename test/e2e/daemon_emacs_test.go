@@ -129,7 +129,8 @@ func startEmacs(t *testing.T, d *daemonEnv, env []string, script string) *emacsR
 	}
 	e := &emacsRun{t: t, lines: make(chan string, 64), errs: &testsupport.Buffer{}, done: make(chan error, 1)}
 	e.cmd = exec.Command("emacs", "--batch", "-Q", "-L", filepath.Join(root, "elisp"), "-l", file)
-	e.cmd.Env = append(append([]string{}, d.env...), append(env, "MEVEDEL_EXEC_PROGRAM="+helperBin)...)
+	// The test's own variables come last: they win.
+	e.cmd.Env = append(append(append([]string{}, d.env...), "MEVEDEL_EXEC_PROGRAM="+helperBin), env...)
 	out, err := e.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -274,5 +275,53 @@ func TestDaemonModeKilledDaemonIsRecovered(t *testing.T) {
 	// The lost command's processes were reaped by the new daemon's open.
 	if left := testsupport.UnderHome(d.home, true); len(left) > 0 {
 		t.Fatalf("left after recovery: %v", left)
+	}
+}
+
+// The fourth Emacs meets a daemon of another version: it says so, and
+// restarts it on request only once nothing runs in it.
+const emacsMismatch = `
+(e2e-say "mismatch %s %s" (car mevedel-execution--daemon-mismatch) (cdr mevedel-execution--daemon-mismatch))
+(defvar e2e-obs nil)
+(mevedel-execution-start-bash
+ (lambda (obs) (setq e2e-obs obs))
+ :session e2e-session :command "echo up; exec sleep 1000"
+ :ready-pattern "up" :yield-time-ms 20000)
+(e2e-wait "the start" (lambda () e2e-obs))
+(defun e2e-pid ()
+  (plist-get (mevedel-execution--call (mevedel-execution--connection) 'daemon/status nil) :pid))
+(let ((id (plist-get (plist-get e2e-obs :facts) :execution-id))
+      (pid (e2e-pid)))
+  (e2e-say "refused %s"
+           (condition-case err (progn (mevedel-execution-restart-daemon) "not")
+             (user-error (cadr err))))
+  (mevedel-execution-request e2e-session 'exec/stop (list :as "user" :execution-id id) 30)
+  (mevedel-execution-restart-daemon)
+  (e2e-say "restarted %s" (if (equal pid (e2e-pid)) "no" "yes")))
+`
+
+func TestDaemonModeVersionMismatch(t *testing.T) {
+	d := newDaemonEnv(t)
+	// This Emacs's helper says it is another version than the daemon it
+	// starts (the helper under test, behind it).
+	wrapper := filepath.Join(t.TempDir(), "mevedel-exec")
+	script := "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'mevedel-exec 9.9.9 (protocol 1)'; exit 0; fi\nexec " + helperBin + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"E2E_STATE=" + filepath.Join(d.home, "state"), "MEVEDEL_EXEC_PROGRAM=" + wrapper}
+	e := startEmacs(t, d, env, emacsMismatch)
+	if got := e.line("mismatch "); !strings.HasSuffix(got, " 9.9.9") || strings.Contains(got, "nil") {
+		t.Fatalf("mismatch: %q", got)
+	}
+	if got := e.line("refused "); !strings.Contains(got, "1 command still running in the helper daemon") {
+		t.Fatalf("a restart while a command runs: %q", got)
+	}
+	if got := e.line("restarted "); got != "restarted yes" {
+		t.Fatalf("restart once nothing runs: %q", got)
+	}
+	e.exit()
+	if !strings.Contains(e.errs.String(), "the helper daemon runs version") {
+		t.Fatalf("the person was not told of the mismatch:\n%s", e.errs.String())
 	}
 }
