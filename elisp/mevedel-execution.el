@@ -426,10 +426,21 @@ Its name starts with a space, so it is hidden from buffer lists;
 `mevedel-execution-show-stderr' shows it.  A new helper starts it
 afresh.")
 
+(defvar mevedel-execution--daemon-log nil
+  "The log file of the helper daemon last connected to, or nil.")
+
 (defun mevedel-execution-show-stderr ()
-  "Display what the helper wrote to stderr: its log."
+  "Display what the helper wrote to stderr: its log.
+With the helper daemon, its log file."
   (interactive)
-  (let ((buffer (get-buffer mevedel-execution-stderr-buffer)))
+  (let ((buffer (if (eq mevedel-execution-connection 'daemon)
+                    (and mevedel-execution--daemon-log
+                         (file-readable-p mevedel-execution--daemon-log)
+                         (with-current-buffer (find-file-noselect mevedel-execution--daemon-log)
+                           (revert-buffer t t t)
+                           (read-only-mode 1)
+                           (current-buffer)))
+                  (get-buffer mevedel-execution-stderr-buffer))))
     (unless buffer (user-error "No helper has run in this Emacs yet"))
     (display-buffer buffer)))
 
@@ -652,6 +663,9 @@ the helper daemon, starting it first when none runs."
          (default-directory (expand-file-name "~/"))
          (socket (and (eq mevedel-execution-connection 'daemon)
                       (mevedel-execution--daemon-socket program)))
+         (_ (when socket
+              (setq mevedel-execution--daemon-log
+                    (expand-file-name "daemon.log" (file-name-directory socket)))))
          (generation (cl-incf mevedel-execution--generation))
          (conn (make-instance
                 'mevedel-execution-connection

@@ -61,6 +61,8 @@ func (s *Server) leave(p *peer) {
 		delete(p.waiting, id)
 	}
 	p.mu.Unlock()
+	s.attachMu.Lock()
+	defer s.attachMu.Unlock()
 	s.mu.Lock()
 	delete(s.peers, p.conn)
 	var orphaned []string
@@ -82,10 +84,24 @@ func (s *Server) leave(p *peer) {
 	}
 }
 
-// attach records p in session sid with role. An agent replaces the
+// attachTo records p in session sess with role. An agent replaces the
 // agent before it (a restarted Emacs whose old connection has not yet
-// been noticed gone), which is then an observer. It reports whether the
-// session's agent changed.
+// been noticed gone), which is then an observer; the mailbox then takes
+// back what was in flight to that one and sends every pending delivery to
+// p. Changes of a session's agent and of its mailbox are made together,
+// under attachMu, so a leaving agent's disconnect cannot land after a new
+// agent's attach.
+func (s *Server) attachTo(p *peer, sess *execution.Session, role string) {
+	s.attachMu.Lock()
+	defer s.attachMu.Unlock()
+	if s.attach(p, sess.ID(), role) {
+		sess.AgentAttached(false)
+		sess.AgentAttached(true)
+	}
+}
+
+// attach records p in session sid with role and reports whether the
+// session's agent changed. The caller holds attachMu.
 func (s *Server) attach(p *peer, sid, role string) (agentChanged bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -44,6 +44,10 @@ type Server struct {
 	opening map[string]bool // guarded by loop; sessions whose open runs off the loop
 	held    []held          // guarded by loop; what waits for them, in arrival order
 
+	// attachMu orders changes of a session's agent with its mailbox's
+	// (attachTo, leave); taken before mu.
+	attachMu sync.Mutex
+
 	mu       sync.Mutex
 	peers    map[*jsonrpc2.Conn]*peer    // guarded by mu; the connections served now
 	attached map[string]*attachment      // guarded by mu; daemon: who has each session open
@@ -604,8 +608,8 @@ func (s *Server) sessionOpen(req *jsonrpc2.Request, r *reply) {
 				sess.SetRemoteArtifactDir(p.RemoteArtifactDir)
 				sess.SetDefaults(p.Sandbox, p.Resources)
 				s.track(sess)
-				if s.daemon && s.attach(r.p, sid, p.Role) {
-					defer sess.AgentAttached(true) // after the reply
+				if s.daemon {
+					s.attachTo(r.p, sess, p.Role)
 				}
 			}
 		}
@@ -627,15 +631,10 @@ func (s *Server) attachOpen(r *reply, p SessionOpenParams) bool {
 	if !ok {
 		return false
 	}
-	changed := s.attach(r.p, p.SessionID, p.Role)
-	if changed {
-		// In flight to an agent that is gone: taken back for this one.
-		sess.AgentAttached(false)
-	}
+	// A delivery sent to p may come before this reply, as after a
+	// recovering open.
+	s.attachTo(r.p, sess, p.Role)
 	r.ok(info)
-	if changed {
-		sess.AgentAttached(true)
-	}
 	return true
 }
 

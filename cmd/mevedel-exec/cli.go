@@ -32,7 +32,7 @@ const cliUsage = `usage:
   mevedel-exec stop ID...                       stop executions (as the person: the owner gets the result)
   mevedel-exec grep PATTERN [--session S] [--json]  search the output logs (RE2)
   mevedel-exec attach ID [--detach-key C]       a tty execution's terminal here (Ctrl-\ detaches)
-  mevedel-exec wait ID                          wait for the end; exit with its exit code
+  mevedel-exec wait ID [--json]                 wait for the end; exit with its exit code
 `
 
 // callBound bounds one request of the command line.

@@ -18,7 +18,7 @@ const usage = `usage:
   mevedel-exec serve [--listen PATH]   speak the protocol on stdio (or a unix socket)
   mevedel-exec run [flags] -- COMMAND   run COMMAND through a helper, print its output
   mevedel-exec daemon [--idle-exit D]   start the per-user daemon (detached) unless it runs
-  mevedel-exec ps|logs|stop|grep|attach|wait ...   the daemon's executions, for a person (cli.go)
+  mevedel-exec ps|logs|stop|grep|attach|wait ...   the daemon's executions, for a person at a shell
   mevedel-exec --version
 `
 

@@ -337,6 +337,12 @@ func TestDaemonSessionOutlivesItsClient(t *testing.T) {
 	if n := len(notes.deliveries(id)); n != 1 {
 		t.Fatalf("%d deliveries of %s, want 1", n, id)
 	}
+	if all, _, _ := d.run("ps", "--all"); !strings.Contains(all, id) || !strings.Contains(all, "failed (exit 3)") {
+		t.Fatalf("ps --all after the end: %s", all)
+	}
+	if live, _, _ := d.run("ps"); strings.Contains(live, id) {
+		t.Fatalf("ps lists an ended command: %s", live)
+	}
 	if tail, _, _ := d.run("logs", id, "--tail", "2"); tail != "line 3\ndone\n" {
 		t.Fatalf("logs --tail 2: %q", tail)
 	}
@@ -629,4 +635,56 @@ func dialMain(sock string) int {
 	err = c.Call(ctx, "initialize", map[string]any{}, nil)
 	fmt.Println("initialize:", err)
 	return 0
+}
+
+// attach puts a tty command's terminal on the caller's: what is typed
+// reaches it, what it prints comes back, and the detach key leaves it
+// running.
+func TestDaemonCLIAttach(t *testing.T) {
+	d := newDaemonEnv(t)
+	d.start()
+	sid := "attach"
+	c, _ := d.dial(nil)
+	call(t, c, "session/open", map[string]any{"sessionId": sid, "stateDir": filepath.Join(d.home, "state")}, nil)
+	var o obs
+	call(t, c, "exec/start", map[string]any{"sessionId": sid, "command": "echo ask; read -r x; echo got $x; read -r y; echo bye", "tty": true, "yieldMs": 0,
+		"cwd": d.home, "readyPattern": "ask", "env": map[string]string{"MEVEDEL_E2E": "1"}}, &o)
+	id := o.Facts.ExecutionID
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, helperBin, "attach", id)
+	cmd.Env = d.env
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut testsupport.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !out.Wait(waitBound, func(s string) bool { return strings.Contains(s, "ask") }) {
+		t.Fatalf("attach showed no past output: %q %q", out.String(), errOut.String())
+	}
+	if _, err := stdin.Write([]byte("hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	if !out.Wait(waitBound, func(s string) bool { return strings.Contains(s, "got hello") }) {
+		t.Fatalf("typed input did not reach the command: %q %q", out.String(), errOut.String())
+	}
+	if _, err := stdin.Write([]byte{0x1c}); err != nil { // Ctrl-\
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("attach: %v: %s", err, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "detached from "+id) {
+		t.Fatalf("attach stderr: %q", errOut.String())
+	}
+	if ps, _, _ := d.run("ps"); !strings.Contains(ps, id) {
+		t.Fatalf("the command did not go on after the detach: %s", ps)
+	}
+	if _, errOut, code := d.run("attach", "exec-nosuch-000001"); code == 0 || !strings.Contains(errOut, "no execution") {
+		t.Fatalf("attach to nothing: %d %s", code, errOut)
+	}
 }
