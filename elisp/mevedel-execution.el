@@ -811,7 +811,10 @@ the process filter, which only this file's bookkeeping may ask."
            (lambda (error)
              (let ((err (mevedel-execution--error-plist error)))
                (if (and on-lost (eql (plist-get err :code) -1))
-                   (funcall hand on-lost "the helper died before it answered")
+                   (funcall hand on-lost
+                            (if (mevedel-execution--daemon-conn-p conn)
+                                "the connection to the helper daemon was lost before it answered; if the daemon still runs, the command goes on there and its result comes through the mailbox"
+                              "the helper died before it answered"))
                  (when on-error
                    (funcall hand on-error err)))))
            :timeout-fn
@@ -1631,11 +1634,16 @@ to its group, SIGKILL after the grace period)."
   "Shut the helper down, start a new one and reopen every session on it.
 What ran ends (termination \"session-ended\"); interactively,
 asks first when anything runs.  Output logs stay readable.  Return
-the number of sessions reopened."
+the number of sessions reopened.  With the helper daemon it is the
+daemon that restarts, and what runs in it for every client ends:
+the question counts all of that."
   (interactive)
   (let* ((conn mevedel-execution--current)
          (running (and conn (jsonrpc-running-p conn)))
-         (live (if running (mevedel-execution--live-count (mevedel-execution--running-sessions)) 0))
+         (live (cond ((not running) 0)
+                     ((mevedel-execution--daemon-conn-p conn)
+                      (condition-case nil (mevedel-execution--daemon-live conn) (error 0)))
+                     (t (mevedel-execution--live-count (mevedel-execution--running-sessions)))))
          (sessions (reverse mevedel-execution--sessions))
          (reopened 0))
     (when (and (called-interactively-p 'any) (> live 0)
