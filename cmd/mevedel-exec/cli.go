@@ -384,6 +384,28 @@ func (k *cliConn) read(s rpc.DaemonSession, f execution.Facts, offset, tail int6
 func (k *cliConn) logs(id string, follow bool, tail int64) (int, error) {
 	s, f, err := k.find(id)
 	if err != nil {
+		// One the session no longer holds has its log still: read it
+		// by its address, in whichever session has it.
+		for _, s := range k.sessions {
+			addr := statedir.LogAddress(id)
+			if k.open(s) != nil || k.call(rpc.MethodSpoolStat, rpc.SpoolStatParams{SessionID: s.SessionID, Authority: rpc.Authority{As: "user"}, Address: addr}, nil) != nil {
+				continue
+			}
+			var text strings.Builder
+			if _, err := k.read(s, execution.Facts{OutputAddress: addr}, 0, 0, &text); err != nil {
+				return 1, err
+			}
+			out := text.String()
+			if tail > 0 {
+				lines := strings.SplitAfter(out, "\n")
+				if lines[len(lines)-1] == "" {
+					lines = lines[:len(lines)-1]
+				}
+				out = strings.Join(lines[max(0, len(lines)-int(tail)):], "")
+			}
+			_, err := io.WriteString(os.Stdout, out)
+			return 0, err
+		}
 		return 1, err
 	}
 	offset, err := k.read(s, f, 0, tail, os.Stdout)

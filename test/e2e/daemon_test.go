@@ -688,3 +688,31 @@ func TestDaemonCLIAttach(t *testing.T) {
 		t.Fatalf("attach to nothing: %d %s", code, errOut)
 	}
 }
+
+// logs reads the log of an execution the session no longer holds, by
+// its address.
+func TestDaemonCLILogsOfAnEndedCommand(t *testing.T) {
+	d := newDaemonEnv(t)
+	d.start()
+	sid := "oldlogs"
+	notes := newNoteLog()
+	c, _ := d.dial(notes)
+	call(t, c, "session/open", map[string]any{"sessionId": sid, "stateDir": filepath.Join(d.home, "state"), "limits": map[string]any{"retainMs": 1}}, nil)
+	o, gate := startGated(t, c, sid, d.home, "printf 'a\\nb\\nc\\n'", nil)
+	id := o.Facts.ExecutionID
+	release(t, gate)
+	dl := notes.waitDelivery(t, id)
+	call(t, c, "mailbox/ack", map[string]any{"sessionId": sid, "deliveryId": dl.DeliveryID, "durable": true}, nil)
+	if !testsupport.Poll(waitBound, func() bool {
+		out, _, _ := d.run("ps", "--all")
+		return !strings.Contains(out, id)
+	}) {
+		t.Fatal("the ended command stayed held")
+	}
+	if out, errOut, code := d.run("logs", id); code != 0 || out != "a\nb\nc\n" {
+		t.Fatalf("logs of a command no longer held (exit %d): %q %s", code, out, errOut)
+	}
+	if out, _, _ := d.run("logs", id, "--tail", "1"); out != "c\n" {
+		t.Fatalf("logs --tail 1: %q", out)
+	}
+}
