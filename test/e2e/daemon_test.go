@@ -401,10 +401,25 @@ func TestDaemonDeliveriesGoToTheAgentClient(t *testing.T) {
 		t.Fatalf("resend has id %s, want %s", again.DeliveryID, first.DeliveryID)
 	}
 	call(t, agent3, "mailbox/ack", map[string]any{"sessionId": sid, "deliveryId": again.DeliveryID, "durable": true}, nil)
+	// A result of the root owner wakes it once durable: at the agent.
+	o2, gate2 := startGated(t, agent3, sid, d.home, "echo woke", nil)
+	release(t, gate2)
+	d2 := third.waitDelivery(t, o2.Facts.ExecutionID)
+	call(t, agent3, "mailbox/ack", map[string]any{"sessionId": sid, "deliveryId": d2.DeliveryID, "durable": true}, nil)
+	third.wait(t, "a wake at the agent", func(n note) bool {
+		return n.Method == "session/wake" && strings.Contains(string(n.Params), d2.DeliveryID)
+	})
 	call(t, observer, "exec/list", map[string]any{"sessionId": sid}, nil)
-	if n := len(obsNotes.deliveries(id)); n != 0 {
+	if n := len(obsNotes.deliveries(id)) + len(obsNotes.deliveries(o2.Facts.ExecutionID)); n != 0 {
 		t.Fatalf("the observer got %d deliveries", n)
 	}
+	obsNotes.mu.Lock()
+	for _, n := range obsNotes.notes {
+		if n.Method == "session/wake" {
+			t.Errorf("the observer got a wake: %s", n.Params)
+		}
+	}
+	obsNotes.mu.Unlock()
 	// An observer's close leaves; the session goes on for the agent.
 	call(t, observer, "session/close", map[string]any{"sessionId": sid}, nil)
 	call(t, agent3, "exec/list", map[string]any{"sessionId": sid}, nil)
