@@ -89,6 +89,20 @@ When it cannot be found, the helper installed by
   "Arguments that make the helper speak its protocol on stdio."
   :type '(repeat string))
 
+(defcustom mevedel-execution-connection 'child
+  "How Emacs reaches the helper.
+`child': the helper is a child process of this Emacs, and what runs
+in it ends when Emacs exits (Emacs asks first).  `daemon': the
+per-user helper daemon (`mevedel-exec daemon'), started detached
+when none runs.  What runs in it outlives Emacs: on exit Emacs only
+detaches, and an Emacs that opens the session again later attaches
+to it, with its live executions and the results that came
+meanwhile.  A lost connection is made again and the open sessions
+reattached; a person at a shell sees the same executions with
+`mevedel-exec ps', `logs', `stop', `grep', `attach' and `wait'."
+  :type '(choice (const :tag "A child of this Emacs" child)
+                 (const :tag "The per-user daemon" daemon)))
+
 (defcustom mevedel-execution-install-directory
   (locate-user-emacs-file "mevedel-exec/")
   "Where `mevedel-execution-install-helper' puts the helper it builds."
@@ -214,7 +228,7 @@ order of the helper's messages, and may make synchronous calls.")
   '((initialize :client-name :client-version :protocol-version)
     (shutdown)
     ($/cancelRequest :id)
-    (session/open :session-id :state-dir :limits)
+    (session/open :session-id :state-dir :limits :role)
     (session/close :session-id)
     (session/unknownOutcome :session-id)
     (session/acknowledgeUnknown :session-id)
@@ -226,7 +240,7 @@ order of the helper's messages, and may make synchronous calls.")
                   :max-output-chars)
     (exec/stop :session-id :owner :as :execution-id)
     (exec/interrupt :session-id :as :execution-id)
-    (exec/list :session-id :owner :as)
+    (exec/list :session-id :owner :as :all)
     (exec/stopAll :session-id :owner :as)
     (exec/forward :session-id :execution-id :port)
     (exec/follow :session-id :owner :as :execution-id :follow)
@@ -244,7 +258,8 @@ order of the helper's messages, and may make synchronous calls.")
     (owner/attend :session-id :owner :delivery-ids)
     (mailbox/ack :session-id :delivery-id :durable :error)
     (transcript/records :session-id :since :limit)
-    (transcript/checkpoint :session-id))
+    (transcript/checkpoint :session-id)
+    (daemon/status))
   "Each method this file sends, with the Lisp keys of its parameters.
 A request names its parameters with these keys; each becomes its
 wire key through `mevedel-execution-wire-key' (`:execution-id' is
@@ -333,7 +348,11 @@ for METHOD signals an error."
     :documentation "Which helper this is; sessions reopen on a new one.")
    (closing
     :initform nil
-    :documentation "Non-nil once Emacs itself is shutting the helper down."))
+    :documentation "Non-nil once Emacs itself is shutting the helper down.")
+   (daemon
+    :initarg :daemon
+    :initform nil
+    :documentation "Non-nil for a connection to the helper daemon's socket."))
   :documentation "A JSON-RPC connection to one mevedel-exec helper.")
 
 ;;;; Handing messages to Lisp
@@ -407,10 +426,21 @@ Its name starts with a space, so it is hidden from buffer lists;
 `mevedel-execution-show-stderr' shows it.  A new helper starts it
 afresh.")
 
+(defvar mevedel-execution--daemon-log nil
+  "The log file of the helper daemon last connected to, or nil.")
+
 (defun mevedel-execution-show-stderr ()
-  "Display what the helper wrote to stderr: its log."
+  "Display what the helper wrote to stderr: its log.
+With the helper daemon, its log file."
   (interactive)
-  (let ((buffer (get-buffer mevedel-execution-stderr-buffer)))
+  (let ((buffer (if (eq mevedel-execution-connection 'daemon)
+                    (and mevedel-execution--daemon-log
+                         (file-readable-p mevedel-execution--daemon-log)
+                         (with-current-buffer (find-file-noselect mevedel-execution--daemon-log)
+                           (revert-buffer t t t)
+                           (read-only-mode 1)
+                           (current-buffer)))
+                  (get-buffer mevedel-execution-stderr-buffer))))
     (unless buffer (user-error "No helper has run in this Emacs yet"))
     (display-buffer buffer)))
 
@@ -546,15 +576,101 @@ the session's oldest are dropped down to that number."
         conn
       (mevedel-execution--start-helper))))
 
+(defun mevedel-execution--daemon-socket (program)
+  "Start PROGRAM's daemon unless it runs; return its socket's file name."
+  (with-temp-buffer
+    (let ((status (call-process program nil t nil "daemon")))
+      (goto-char (point-max))
+      (skip-chars-backward " \t\n")
+      (let ((last (buffer-substring-no-properties (line-beginning-position) (point))))
+        (unless (and (eql status 0) (file-name-absolute-p last))
+          (signal 'mevedel-execution-error
+                  (list (format "the helper daemon did not start: %s"
+                                (string-trim (buffer-string))))))
+        last))))
+
+(defun mevedel-execution--program-version (program)
+  "Return the version PROGRAM says it is, or nil."
+  (with-temp-buffer
+    (when (eql 0 (ignore-errors (call-process program nil t nil "--version")))
+      (goto-char (point-min))
+      (and (looking-at "mevedel-exec \\([^ \n]+\\)") (match-string 1)))))
+
+(defvar mevedel-execution--daemon-mismatch nil
+  "(DAEMON-VERSION . PROGRAM-VERSION) when the daemon is not this Emacs's helper.")
+
+(defun mevedel-execution--check-daemon-version (program info)
+  "Say so when the daemon of INFO is another version than PROGRAM.
+Interactively, offer to restart it when nothing runs in it."
+  (let ((ours (mevedel-execution--program-version program))
+        (theirs (plist-get info :server-version)))
+    (setq mevedel-execution--daemon-mismatch
+          (and ours theirs (not (equal ours theirs)) (cons theirs ours)))
+    (when mevedel-execution--daemon-mismatch
+      (message "mevedel-exec: the helper daemon runs version %s, this Emacs's helper is %s; M-x mevedel-execution-restart-daemon restarts it once nothing runs in it"
+               theirs ours)
+      (unless noninteractive
+        (run-at-time 0 nil #'mevedel-execution--offer-daemon-restart)))))
+
+(defun mevedel-execution--daemon-live (conn)
+  "Return how many executions run in CONN's daemon, all sessions together."
+  (let ((status (mevedel-execution--call conn 'daemon/status nil)))
+    (apply #'+ 0 (mapcar (lambda (s) (or (plist-get s :live) 0))
+                         (plist-get status :sessions)))))
+
+(defun mevedel-execution--offer-daemon-restart ()
+  "Offer to restart a daemon of another version, if nothing runs in it."
+  (let ((conn mevedel-execution--current))
+    (when (and mevedel-execution--daemon-mismatch conn (jsonrpc-running-p conn)
+               (zerop (condition-case nil (mevedel-execution--daemon-live conn) (error 1)))
+               (y-or-n-p (format "The helper daemon runs version %s, this Emacs's helper is %s; nothing runs in it.  Restart it? "
+                                 (car mevedel-execution--daemon-mismatch)
+                                 (cdr mevedel-execution--daemon-mismatch))))
+      (mevedel-execution-restart-daemon))))
+
+(defun mevedel-execution-restart-daemon ()
+  "Restart the helper daemon once nothing runs in it, and reattach.
+A daemon of another version than this Emacs's helper is replaced
+by this one; every open session is opened again on the new one.
+Refused while anything runs in the daemon, for any client."
+  (interactive)
+  (let ((conn (mevedel-execution--connection)))
+    (unless (mevedel-execution--daemon-conn-p conn)
+      (user-error "The helper is not the daemon (see `mevedel-execution-connection')"))
+    (let ((live (mevedel-execution--daemon-live conn)))
+      (when (> live 0)
+        (user-error "%s still running in the helper daemon; restart it once nothing runs"
+                    (mevedel-execution--plural live "command"))))
+    (mevedel-execution-restart-helper)))
+
+(defun mevedel-execution--daemon-conn-p (conn)
+  "Return non-nil if CONN is a connection to the helper daemon."
+  (and conn (oref conn daemon)))
+
+(defun mevedel-execution--daemon-p ()
+  "Return non-nil if work outlives this Emacs: the helper is the daemon."
+  (let ((conn mevedel-execution--current))
+    (if (and conn (jsonrpc-running-p conn))
+        (mevedel-execution--daemon-conn-p conn)
+      (eq mevedel-execution-connection 'daemon))))
+
 (defun mevedel-execution--start-helper ()
-  "Start the helper, shake hands with it, and return the connection."
+  "Start the helper, shake hands with it, and return the connection.
+In `daemon' mode (`mevedel-execution-connection') it connects to
+the helper daemon, starting it first when none runs."
   (let* ((program (mevedel-execution--program))
          ;; The helper runs locally, whatever buffer we are called from.
          (default-directory (expand-file-name "~/"))
+         (socket (and (eq mevedel-execution-connection 'daemon)
+                      (mevedel-execution--daemon-socket program)))
+         (_ (when socket
+              (setq mevedel-execution--daemon-log
+                    (expand-file-name "daemon.log" (file-name-directory socket)))))
          (generation (cl-incf mevedel-execution--generation))
          (conn (make-instance
                 'mevedel-execution-connection
                 :name "mevedel-exec"
+                :daemon (and socket t)
                 :generation generation
                 :events-buffer-scrollback-size mevedel-execution-events-buffer-size
                 :notification-dispatcher #'mevedel-execution--dispatch-notification
@@ -562,13 +678,20 @@ the session's oldest are dropped down to that number."
                 :on-shutdown #'mevedel-execution--on-shutdown
                 :process
                 (lambda ()
-                  (make-process
-                   :name "mevedel-exec"
-                   :command (cons program mevedel-execution-program-arguments)
-                   :connection-type 'pipe
-                   :coding 'utf-8-emacs-unix
-                   :noquery t
-                   :stderr (get-buffer-create "*mevedel-exec stderr*"))))))
+                  (if socket
+                      (make-network-process
+                       :name "mevedel-exec"
+                       :family 'local
+                       :service socket
+                       :coding 'utf-8-emacs-unix
+                       :noquery t)
+                    (make-process
+                     :name "mevedel-exec"
+                     :command (cons program mevedel-execution-program-arguments)
+                     :connection-type 'pipe
+                     :coding 'utf-8-emacs-unix
+                     :noquery t
+                     :stderr (get-buffer-create "*mevedel-exec stderr*")))))))
     (setq mevedel-execution--current conn)
     (let ((info (condition-case err
                     (mevedel-execution--call
@@ -587,8 +710,35 @@ the session's oldest are dropped down to that number."
         (signal 'mevedel-execution-error
                 (list (format "helper %s speaks protocol %s, this file speaks %s"
                               program (plist-get info :protocol-version)
-                              mevedel-execution-protocol-version)))))
+                              mevedel-execution-protocol-version))))
+      (when socket
+        (mevedel-execution--check-daemon-version program info)))
     conn))
+
+(defconst mevedel-execution--reconnect-tries 6
+  "How many times a lost daemon connection is made again before giving up.
+The waits between them double from half a second; after the last,
+the next call tries again.")
+
+(defun mevedel-execution--schedule-reconnect (try)
+  "Reconnect to the daemon from a timer, for the TRY-th time (0 first)."
+  (when (< try mevedel-execution--reconnect-tries)
+    (run-at-time (* 0.5 (expt 2 (max 0 (1- try)))) nil
+                 #'mevedel-execution--reconnect try)))
+
+(defun mevedel-execution--reconnect (try)
+  "Connect to the daemon again and reattach every open session.
+TRY counts the attempts; a failure schedules the next one."
+  (when (and mevedel-execution--sessions
+             (not (and mevedel-execution--current
+                       (jsonrpc-running-p mevedel-execution--current))))
+    (condition-case err
+        (dolist (session (reverse mevedel-execution--sessions))
+          (mevedel-execution--ensure session))
+      (error
+       (message "mevedel-exec: reconnecting to the helper daemon: %s"
+                (error-message-string err))
+       (mevedel-execution--schedule-reconnect (1+ try))))))
 
 (defun mevedel-execution--kill (conn)
   "Stop CONN's helper process without ceremony."
@@ -611,8 +761,12 @@ Listeners of `mevedel-execution-event-functions' get an `exit' event."
     ;; re-makes what was pending here under the same ids.
     (when unexpected
       (mevedel-execution--set-closing conn)
-      (message "mevedel-exec: the helper exited unexpectedly (status %s); pending requests were answered as lost, and the next call starts a new helper"
-               status))
+      (if (mevedel-execution--daemon-conn-p conn)
+          (progn
+            (message "mevedel-exec: the connection to the helper daemon was lost; reconnecting (what runs there goes on)")
+            (mevedel-execution--schedule-reconnect 0))
+        (message "mevedel-exec: the helper exited unexpectedly (status %s); pending requests were answered as lost, and the next call starts a new helper"
+                 status)))
     ;; After the events and the lost answers read before it.
     (mevedel-execution--defer #'mevedel-execution--forget-live generation)
     (mevedel-execution--defer
@@ -657,7 +811,10 @@ the process filter, which only this file's bookkeeping may ask."
            (lambda (error)
              (let ((err (mevedel-execution--error-plist error)))
                (if (and on-lost (eql (plist-get err :code) -1))
-                   (funcall hand on-lost "the helper died before it answered")
+                   (funcall hand on-lost
+                            (if (mevedel-execution--daemon-conn-p conn)
+                                "the connection to the helper daemon was lost before it answered; if the daemon still runs, the command goes on there and its result comes through the mailbox"
+                              "the helper died before it answered"))
                  (when on-error
                    (funcall hand on-error err)))))
            :timeout-fn
@@ -1288,11 +1445,32 @@ of commands that were running."
                (if (> live 0) (format ", %s stopped" (mevedel-execution--plural live "command")) "")))
     live))
 
+(defun mevedel-execution-detach ()
+  "Leave the helper daemon: close the connection, let its work go on.
+The sessions stay open there; an Emacs that opens one again later
+attaches to it.  This Emacs forgets them.  It runs from
+`kill-emacs-hook' in `daemon' mode, in place of ending every
+execution."
+  (interactive)
+  (let ((conn mevedel-execution--current))
+    (run-hook-with-args 'mevedel-execution-teardown-functions nil nil)
+    (setq mevedel-execution--sessions nil)
+    (clrhash mevedel-execution--live)
+    (when conn (mevedel-execution--kill conn))
+    (mevedel-execution--drain)))
+
 (defun mevedel-execution-teardown-all ()
   "Close every session and shut the helper down.
 Every execution ends, one-shots and helpers with their teardown
 functions, and scratch directories are removed; it runs from
-`kill-emacs-hook'."
+`kill-emacs-hook'.  With the helper daemon it detaches instead
+\(`mevedel-execution-detach'): what runs goes on there."
+  (if (mevedel-execution--daemon-conn-p mevedel-execution--current)
+      (mevedel-execution-detach)
+    (mevedel-execution--teardown-child)))
+
+(defun mevedel-execution--teardown-child ()
+  "Close every session and shut the child helper down."
   (run-hook-with-args 'mevedel-execution-teardown-functions nil nil)
   (setq mevedel-execution--sessions nil)
   (clrhash mevedel-execution--deliveries)
@@ -1456,11 +1634,16 @@ to its group, SIGKILL after the grace period)."
   "Shut the helper down, start a new one and reopen every session on it.
 What ran ends (termination \"session-ended\"); interactively,
 asks first when anything runs.  Output logs stay readable.  Return
-the number of sessions reopened."
+the number of sessions reopened.  With the helper daemon it is the
+daemon that restarts, and what runs in it for every client ends:
+the question counts all of that."
   (interactive)
   (let* ((conn mevedel-execution--current)
          (running (and conn (jsonrpc-running-p conn)))
-         (live (if running (mevedel-execution--live-count (mevedel-execution--running-sessions)) 0))
+         (live (cond ((not running) 0)
+                     ((mevedel-execution--daemon-conn-p conn)
+                      (condition-case nil (mevedel-execution--daemon-live conn) (error 0)))
+                     (t (mevedel-execution--live-count (mevedel-execution--running-sessions)))))
          (sessions (reverse mevedel-execution--sessions))
          (reopened 0))
     (when (and (called-interactively-p 'any) (> live 0)
@@ -1482,8 +1665,10 @@ the number of sessions reopened."
 
 (defun mevedel-execution--confirm-kill-emacs ()
   "Ask before Emacs exits while commands run; never in batch mode.
+With the helper daemon nothing ends with Emacs, so nothing is asked.
 For `kill-emacs-query-functions'."
   (or noninteractive
+      (mevedel-execution--daemon-p)
       (let ((n (mevedel-execution--live-count (mevedel-execution--running-sessions))))
         (or (zerop n)
             (yes-or-no-p (format "%s still running under mevedel-exec; exiting stops %s.  Exit anyway? "

@@ -146,6 +146,10 @@ type SessionInfo struct {
 	Recovered []Facts `json:"recovered"`
 	// Journal is the journal's health once recovery is done.
 	Journal transcript.Health `json:"journal"`
+	// Attached: the session was open in this helper already (a daemon)
+	// and the open attached to it; Live then lists its live executions.
+	Attached bool    `json:"attached,omitempty"`
+	Live     []Facts `json:"live,omitempty"`
 }
 
 // Open opens a session on stateDir, creating it (0700) when missing and

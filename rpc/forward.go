@@ -22,6 +22,9 @@ type forwarder struct {
 	send   func(method string, params any)
 	behind func() bool // the client is behind: drop progress
 	room   func()      // waits until the client can take a message
+	// takes, when set, says whether a wake for the session has a client
+	// to go to; without one the wake stays due, for the next to attach.
+	takes func(*execution.Session) bool
 
 	mu       sync.Mutex
 	cond     *sync.Cond
@@ -139,6 +142,9 @@ func (f *forwarder) run() {
 		case n.session != nil && n.method == NotifyWake:
 			// Taken now, so every mark made while this waited joins it,
 			// and an owner that turned busy meanwhile gets none.
+			if f.takes != nil && !f.takes(n.session) {
+				continue
+			}
 			ids, ok := n.session.TakeWake(n.owner)
 			if !ok {
 				continue

@@ -32,7 +32,7 @@ func (s *Server) execForward(req *jsonrpc2.Request, r *reply) {
 		return
 	}
 	// A look at the host's ports and perhaps a dial: off the read loop.
-	ctx := s.cancellable(req.ID)
+	ctx := r.cancellable()
 	sess.Go(func() {
 		addr, err := sess.Forward(ctx, c, p.ExecutionID, p.Port)
 		r.answer(ExecForwardResult{LocalAddress: addr}, err)

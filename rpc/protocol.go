@@ -43,6 +43,7 @@ const (
 	MethodOwnerRetire   = "owner/retire"
 	MethodOwnerAttend   = "owner/attend"
 	MethodMailboxAck    = "mailbox/ack"
+	MethodDaemonStatus  = "daemon/status"
 )
 
 // Notifications: helper → Emacs.
@@ -85,6 +86,38 @@ type SessionOpenParams struct {
 	// session; a start's own fields win.
 	Sandbox   *sandbox.Policy    `json:"sandbox,omitempty"`
 	Resources *sandbox.Resources `json:"resources,omitempty"`
+	// Role is "agent" (the default: results and wakes come to this
+	// client) or "observer" (user authority, passive events only). It
+	// matters on a daemon, where several clients open one session.
+	Role string `json:"role,omitempty"`
+}
+
+// Roles of a client in a session it opened.
+const (
+	RoleAgent    = "agent"
+	RoleObserver = "observer"
+)
+
+// DaemonStatusResult answers daemon/status: who is attached to the
+// helper and what each open session holds.
+type DaemonStatusResult struct {
+	Pid             int             `json:"pid"`
+	ServerVersion   string          `json:"serverVersion"`
+	ProtocolVersion int             `json:"protocolVersion"`
+	Daemon          bool            `json:"daemon"`
+	Clients         int             `json:"clients"`
+	Sessions        []DaemonSession `json:"sessions"`
+}
+
+// DaemonSession is one open session in daemon/status.
+type DaemonSession struct {
+	SessionID string `json:"sessionId"`
+	StateDir  string `json:"stateDir"`
+	IDPrefix  string `json:"idPrefix"`
+	Agent     bool   `json:"agent"`     // an agent client is attached
+	Observers int    `json:"observers"` // observer clients attached
+	Live      int    `json:"live"`      // live executions
+	Pending   int    `json:"pending"`   // deliveries waiting for their ack
 }
 
 type SessionCloseParams struct {
@@ -147,6 +180,8 @@ type ExecInterruptParams struct {
 type ExecListParams struct {
 	SessionID string `json:"sessionId"`
 	Authority
+	// All adds the settled executions the session still retains.
+	All bool `json:"all,omitempty"`
 }
 
 type ExecListResult struct {

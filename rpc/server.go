@@ -30,11 +30,11 @@ type Server struct {
 	stall      time.Duration
 	mgr        *execution.Manager
 	fwd        *forwarder
-	conn       atomic.Pointer[jsonrpc2.Conn]
-	stream     atomic.Pointer[Stream] // the connection's, while it is served
-	streams    sync.Map               // *jsonrpc2.Conn to its *Stream, while it is served
 	instanceID string
-	wg         sync.WaitGroup // server-owned goroutines
+	// daemon: many clients at once, and sessions outlive them
+	// (ServeDaemon); otherwise one client at a time gets everything.
+	daemon bool
+	wg     sync.WaitGroup // server-owned goroutines
 
 	// loop is held while a request is dispatched: on the read loop, or
 	// when the requests held back for an opening session are let through.
@@ -44,11 +44,16 @@ type Server struct {
 	opening map[string]bool // guarded by loop; sessions whose open runs off the loop
 	held    []held          // guarded by loop; what waits for them, in arrival order
 
+	// attachMu orders changes of a session's agent with its mailbox's
+	// (attachTo, leave); taken before mu.
+	attachMu sync.Mutex
+
 	mu       sync.Mutex
-	waiting  map[jsonrpc2.ID]context.CancelCauseFunc // guarded by mu; cancellable requests
-	down     bool                                    // guarded by mu; shutdown has begun
-	sessions map[*execution.Session]bool             // guarded by mu; opened, not yet ended
-	downDone chan struct{}                           // closed once, when shutdown finished
+	peers    map[*jsonrpc2.Conn]*peer    // guarded by mu; the connections served now
+	attached map[string]*attachment      // guarded by mu; daemon: who has each session open
+	down     bool                        // guarded by mu; shutdown has begun
+	sessions map[*execution.Session]bool // guarded by mu; opened, not yet ended
+	downDone chan struct{}               // closed once, when shutdown finished
 
 	stopped   chan struct{} // closed once Stop's shutdown has finished
 	stopOnce  sync.Once
@@ -59,7 +64,7 @@ type Server struct {
 // held is a request kept back until the open of the session it names
 // has answered.
 type held struct {
-	conn *jsonrpc2.Conn
+	peer *peer
 	req  *jsonrpc2.Request
 	sid  string // the session it waits for
 	all  bool   // a shutdown: it waits for every open, and everything after it waits for it
@@ -71,6 +76,10 @@ type Options struct {
 	// StallTimeout is how long a client may take no byte of output while
 	// some waits for it before it is disconnected (0: DefaultStallTimeout).
 	StallTimeout time.Duration
+	// Daemon serves many clients at once (ServeDaemon): a session belongs
+	// to the helper, results go to its agent client, and a client that
+	// leaves leaves its sessions running.
+	Daemon bool
 }
 
 // ErrAborted says the server stopped serving without waiting for its
@@ -89,26 +98,22 @@ func NewServer(o Options) *Server {
 		logger:     o.Logger,
 		stall:      o.StallTimeout,
 		instanceID: newInstanceID(),
+		daemon:     o.Daemon,
 		opening:    map[string]bool{},
-		waiting:    map[jsonrpc2.ID]context.CancelCauseFunc{},
+		peers:      map[*jsonrpc2.Conn]*peer{},
+		attached:   map[string]*attachment{},
 		sessions:   map[*execution.Session]bool{},
 		downDone:   make(chan struct{}),
 		stopped:    make(chan struct{}),
 		aborted:    make(chan struct{}),
 	}
-	s.fwd = newForwarder(func(method string, params any) {
-		if st := s.stream.Load(); st != nil {
-			_ = st.writeNotification(method, params)
-		}
-	}, func() bool {
-		st := s.stream.Load()
-		return st != nil && st.behind()
-	}, func() {
-		if st := s.stream.Load(); st != nil {
-			st.waitRoom()
-		}
-	})
+	s.fwd = newForwarder(s.route, s.behind, s.waitRoom)
+	s.fwd.takes = s.takesWake
 	s.mgr = execution.NewManager(s.fwd)
+	if s.daemon {
+		// A session's results wait for its agent client.
+		s.mgr.SetConnected(false)
+	}
 	return s
 }
 
@@ -140,8 +145,8 @@ func (s *Server) Done() <-chan struct{} { return s.downDone }
 // the client to take what waits for it.
 func (s *Server) Abort() {
 	s.abortOnce.Do(func() { close(s.aborted) })
-	if st := s.stream.Load(); st != nil {
-		st.out.fail(ErrAborted)
+	for _, p := range s.served() {
+		p.st.out.fail(ErrAborted)
 	}
 }
 
@@ -176,9 +181,10 @@ func (s *Server) serveConn(r io.Reader, w io.Writer, closer io.Closer, reattache
 	st.hold()
 	conn = jsonrpc2.NewConn(context.Background(), st, s, jsonrpc2.SetLogger(s.logger), st.AttachParams())
 	close(ready)
-	s.streams.Store(conn, st)
-	s.conn.Store(conn)
-	s.stream.Store(st)
+	p := &peer{conn: conn, st: st, waiting: map[jsonrpc2.ID]context.CancelCauseFunc{}}
+	s.mu.Lock()
+	s.peers[conn] = p
+	s.mu.Unlock()
 	st.release() // the handler knows its connection before the first request
 	if reattached {
 		s.mgr.SetConnected(true)
@@ -198,15 +204,7 @@ func (s *Server) serveConn(r io.Reader, w io.Writer, closer io.Closer, reattache
 		st.out.fail(ErrAborted) // what waits for the client is dropped
 		_ = conn.Close()
 	}
-	s.stream.CompareAndSwap(st, nil)
-	s.conn.CompareAndSwap(conn, nil)
-	s.streams.Delete(conn)
-	s.mu.Lock()
-	for id, cancel := range s.waiting {
-		cancel(errDisconnected)
-		delete(s.waiting, id)
-	}
-	s.mu.Unlock()
+	s.leave(p)
 }
 
 // finish shuts everything down and waits for it, unless aborted.
@@ -286,8 +284,7 @@ func (s *Server) untrack(sess *execution.Session) {
 // reply answers one request exactly once.
 type reply struct {
 	s    *Server
-	conn *jsonrpc2.Conn
-	st   *Stream // conn's, nil once it is no longer served
+	p    *peer // the connection the request came on
 	id   jsonrpc2.ID
 	sent atomic.Bool
 }
@@ -312,29 +309,29 @@ func (r *reply) send(result any, err error) {
 		r.s.logger.Printf("rpc: BUG: second reply to request %s dropped", r.id)
 		return
 	}
-	r.s.mu.Lock()
-	delete(r.s.waiting, r.id)
-	r.s.mu.Unlock()
+	r.p.mu.Lock()
+	delete(r.p.waiting, r.id)
+	r.p.mu.Unlock()
 	if err != nil {
-		_ = r.conn.ReplyWithError(notifyCtx, r.id, toError(err))
+		_ = r.p.conn.ReplyWithError(notifyCtx, r.id, toError(err))
 		return
 	}
 	if result == nil {
 		result = Empty{}
 	}
-	if r.st != nil {
-		_ = r.st.writeResult(r.id, result)
-		return
-	}
-	_ = r.conn.Reply(notifyCtx, r.id, result)
+	_ = r.p.st.writeResult(r.id, result)
 }
 
 // cancellable registers the request so $/cancelRequest can reach it.
-func (s *Server) cancellable(id jsonrpc2.ID) context.Context {
+func (r *reply) cancellable() context.Context {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	s.mu.Lock()
-	s.waiting[id] = cancel
-	s.mu.Unlock()
+	r.p.mu.Lock()
+	if r.p.gone {
+		cancel(errDisconnected)
+	} else {
+		r.p.waiting[r.id] = cancel
+	}
+	r.p.mu.Unlock()
 	return ctx
 }
 
@@ -354,24 +351,27 @@ var (
 func (s *Server) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 	s.loop.Lock()
 	defer s.loop.Unlock()
-	if s.conn.Load() != conn {
+	s.mu.Lock()
+	p := s.peers[conn]
+	s.mu.Unlock()
+	if p == nil {
 		return // a connection given up: nobody reads its replies
 	}
-	if s.holdBack(conn, req) {
+	if s.holdBack(p, req) {
 		return
 	}
-	s.dispatch(conn, req)
+	s.dispatch(p, req)
 }
 
 // dispatch handles one request; the caller holds loop.
-func (s *Server) dispatch(conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+func (s *Server) dispatch(pr *peer, req *jsonrpc2.Request) {
 	if req.Notif {
 		if req.Method == MethodCancelRequest {
 			var p CancelParams
 			if decode(req, &p) == nil {
-				s.mu.Lock()
-				cancel := s.waiting[p.ID]
-				s.mu.Unlock()
+				pr.mu.Lock()
+				cancel := pr.waiting[p.ID]
+				pr.mu.Unlock()
 				if cancel != nil {
 					cancel(errCancelled)
 				}
@@ -381,10 +381,7 @@ func (s *Server) dispatch(conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 		s.logger.Printf("rpc: ignoring notification %q", req.Method)
 		return
 	}
-	r := &reply{s: s, conn: conn, id: req.ID}
-	if st, ok := s.streams.Load(conn); ok {
-		r.st = st.(*Stream)
-	}
+	r := &reply{s: s, p: pr, id: req.ID}
 	defer func() {
 		if v := recover(); v != nil {
 			s.logger.Printf("rpc: BUG: panic handling %s: %v", req.Method, v)
@@ -413,11 +410,11 @@ func (s *Server) dispatch(conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 // arrival order, once the open has answered: as if the open had been
 // handled on the loop. Requests for other sessions go on meanwhile. The
 // caller holds loop.
-func (s *Server) holdBack(conn *jsonrpc2.Conn, req *jsonrpc2.Request) bool {
+func (s *Server) holdBack(p *peer, req *jsonrpc2.Request) bool {
 	if len(s.opening) == 0 && len(s.held) == 0 {
 		return false
 	}
-	h := held{conn: conn, req: req}
+	h := held{peer: p, req: req}
 	hold := slices.ContainsFunc(s.held, func(h held) bool { return h.all })
 	switch {
 	case hold:
@@ -427,7 +424,7 @@ func (s *Server) holdBack(conn *jsonrpc2.Conn, req *jsonrpc2.Request) bool {
 		var p CancelParams
 		if decode(req, &p) == nil {
 			for _, k := range s.held {
-				if !k.req.Notif && k.req.ID == p.ID {
+				if !k.req.Notif && k.req.ID == p.ID && k.peer == h.peer {
 					hold, h.sid = true, k.sid
 				}
 			}
@@ -462,8 +459,8 @@ func (s *Server) releaseHeld(sid string) {
 		case h.all && (len(s.opening) > 0 || len(s.held) > 0):
 			blocked = true
 		default:
-			if s.conn.Load() == h.conn {
-				s.dispatch(h.conn, h.req)
+			if !h.peer.isGone() {
+				s.dispatch(h.peer, h.req)
 			}
 			continue
 		}
@@ -499,6 +496,7 @@ func init() {
 		MethodOwnerRetire:   (*Server).ownerRetire,
 		MethodOwnerAttend:   (*Server).ownerAttend,
 		MethodMailboxAck:    (*Server).mailboxAck,
+		MethodDaemonStatus:  (*Server).daemonStatus,
 		MethodExecForward:   (*Server).execForward,
 		MethodExecUnforward: (*Server).execUnforward,
 		MethodExecFollow:    (*Server).execFollow,
@@ -591,6 +589,13 @@ func (s *Server) sessionOpen(req *jsonrpc2.Request, r *reply) {
 		r.fail(err)
 		return
 	}
+	if err := checkRole(p.Role); err != nil {
+		r.fail(err)
+		return
+	}
+	if s.daemon && s.attachOpen(r, p) {
+		return
+	}
 	// An open may replay a long journal and kill what a crashed helper
 	// left (up to 3 s): off the loop, with what names the session held
 	// back until it has answered.
@@ -603,11 +608,34 @@ func (s *Server) sessionOpen(req *jsonrpc2.Request, r *reply) {
 				sess.SetRemoteArtifactDir(p.RemoteArtifactDir)
 				sess.SetDefaults(p.Sandbox, p.Resources)
 				s.track(sess)
+				if s.daemon {
+					s.attachTo(r.p, sess, p.Role)
+				}
 			}
 		}
 		r.answer(info, err)
 		s.releaseHeld(sid)
 	})
+}
+
+// attachOpen answers a daemon's session/open of a session it has open
+// already: the client attaches to it (same idPrefix, its live executions
+// listed). An agent client then gets every pending delivery again. It
+// reports false when the session is not open (the caller opens it).
+func (s *Server) attachOpen(r *reply, p SessionOpenParams) bool {
+	sess, info, ok, err := s.mgr.Attach(p.SessionID, p.StateDir)
+	if err != nil {
+		r.fail(err)
+		return true
+	}
+	if !ok {
+		return false
+	}
+	// A delivery sent to p may come before this reply, as after a
+	// recovering open.
+	s.attachTo(r.p, sess, p.Role)
+	r.ok(info)
+	return true
 }
 
 func (s *Server) sessionClose(req *jsonrpc2.Request, r *reply) {
@@ -620,6 +648,21 @@ func (s *Server) sessionClose(req *jsonrpc2.Request, r *reply) {
 		r.fail(fault.New(fault.InvalidParams, "sessionId is required"))
 		return
 	}
+	if s.daemon {
+		switch s.roleIn(r.p, p.SessionID) {
+		case "":
+			r.fail(fault.New(fault.NotFound, "session %q is not open on this connection", p.SessionID))
+			return
+		case RoleObserver:
+			// An observer leaves; the session goes on for the others.
+			s.detach(r.p, p.SessionID)
+			r.ok(SessionCloseResult{})
+			return
+		}
+	}
+	s.mu.Lock()
+	att := s.attached[p.SessionID]
+	s.mu.Unlock()
 	sess, err := s.mgr.Detach(p.SessionID)
 	if err != nil {
 		r.fail(err)
@@ -628,6 +671,11 @@ func (s *Server) sessionClose(req *jsonrpc2.Request, r *reply) {
 	s.goOwned(func() {
 		sess.Wait()
 		s.untrack(sess)
+		s.mu.Lock()
+		if att != nil && s.attached[p.SessionID] == att {
+			delete(s.attached, p.SessionID) // its clients heard its end
+		}
+		s.mu.Unlock()
 		r.ok(SessionCloseResult{Discarded: sess.Discarded()})
 	})
 }
@@ -642,6 +690,14 @@ func (s *Server) prepare(req *jsonrpc2.Request, r *reply, p any, auth *Authority
 	}
 	if err == nil {
 		sess, err = s.session(*sid)
+	}
+	if err == nil {
+		switch s.roleIn(r.p, *sid) {
+		case "":
+			err = fault.New(fault.NotFound, "session %q is not open on this connection: session/open it first (role observer to watch it)", *sid)
+		case RoleObserver:
+			c.User = true // an observer is the person at another client
+		}
 	}
 	if err != nil {
 		r.fail(err)
@@ -683,7 +739,7 @@ func (s *Server) execStart(req *jsonrpc2.Request, r *reply) {
 		}
 		timeout = time.Duration(min(*p.TimeoutMs, maxTimeoutMs)) * time.Millisecond
 	}
-	ctx := s.cancellable(req.ID)
+	ctx := r.cancellable()
 	sess.StartAndAwait(ctx, c, execution.StartParams{
 		Command: p.Command, Argv: p.Argv, Stdin: p.Stdin, Cwd: p.Cwd, TTY: p.TTY, Lane: p.Lane, ReadOnly: p.ReadOnly,
 		Env: p.Env, Label: p.Label, ToolUseID: p.ToolUseID, Timeout: timeout, Scratch: p.Scratch, Kind: p.Kind,
@@ -702,7 +758,7 @@ func (s *Server) execObserve(req *jsonrpc2.Request, r *reply) {
 		r.fail(fault.New(fault.InvalidParams, "waitMs must not be negative"))
 		return
 	}
-	ctx := s.cancellable(req.ID)
+	ctx := r.cancellable()
 	err := sess.Observe(ctx, c, p.ExecutionID, p.Chars, time.Duration(min(p.WaitMs, maxWaitMs))*time.Millisecond, p.MaxOutputChars,
 		func(o execution.Observation, err error) { r.answer(o, err) })
 	if err != nil {
@@ -740,7 +796,13 @@ func (s *Server) execList(req *jsonrpc2.Request, r *reply) {
 	// exec/changed written before it is older than the listing, and any
 	// change after it comes in a later one, so a table seeded by the reply
 	// and merged with exec/changed stays true.
-	s.fwd.after(func() { r.ok(ExecListResult{Executions: sess.List(c)}) })
+	s.fwd.after(func() {
+		if p.All {
+			r.ok(ExecListResult{Executions: sess.Recent(c)})
+			return
+		}
+		r.ok(ExecListResult{Executions: sess.List(c)})
+	})
 }
 
 func (s *Server) execStopAll(req *jsonrpc2.Request, r *reply) {
@@ -788,7 +850,7 @@ func (s *Server) spoolGrep(req *jsonrpc2.Request, r *reply) {
 	if !ok {
 		return
 	}
-	ctx := s.cancellable(req.ID)
+	ctx := r.cancellable()
 	sess.Go(func() {
 		r.answer(sess.GrepLogs(ctx, c, execution.GrepParams{
 			Pattern: p.Pattern, Glob: p.Glob, Addresses: p.Addresses, MaxMatches: p.MaxMatches, Context: p.Context,

@@ -67,7 +67,7 @@ func (s *Server) transcriptCheckpoint(req *jsonrpc2.Request, r *reply) {
 		return
 	}
 	// fsync may take a while: never on the read loop.
-	ctx := s.cancellable(req.ID)
+	ctx := r.cancellable()
 	sess.Go(func() {
 		seq, health, err := sess.Checkpoint(ctx)
 		if err != nil && health.State != transcript.StateOK {

@@ -56,6 +56,7 @@ var requestParams = map[string]any{
 	MethodOwnerRetire:               OwnerRetireParams{},
 	MethodOwnerAttend:               OwnerAttendParams{},
 	MethodMailboxAck:                MailboxAckParams{},
+	MethodDaemonStatus:              nil,
 	MethodExecForward:               ExecForwardParams{},
 	MethodExecUnforward:             ExecUnforwardParams{},
 	MethodExecFollow:                ExecFollowParams{},

@@ -9,11 +9,8 @@ import (
 	"log"
 	"net"
 	"os"
-	"os/signal"
 	"syscall"
 
-	"github.com/mevedel/mevedel-exec/execution"
-	"github.com/mevedel/mevedel-exec/process"
 	"github.com/mevedel/mevedel-exec/remote/agent"
 	"github.com/mevedel/mevedel-exec/rpc"
 )
@@ -21,6 +18,8 @@ import (
 const usage = `usage:
   mevedel-exec serve [--listen PATH]   speak the protocol on stdio (or a unix socket)
   mevedel-exec run [flags] -- COMMAND   run COMMAND through a helper, print its output
+  mevedel-exec daemon [--idle-exit D]   start the per-user daemon (detached) unless it runs
+  mevedel-exec ps|logs|stop|grep|attach|wait ...   the daemon's executions, for a person at a shell
   mevedel-exec host                    the host agent an SSH host runs for a helper (stdio)
   mevedel-exec --version
 `
@@ -40,6 +39,10 @@ func main() {
 		os.Exit(serve(os.Args[2:]))
 	case "run":
 		os.Exit(run(os.Args[2:]))
+	case "daemon":
+		os.Exit(daemon(os.Args[2:]))
+	case "ps", "logs", "stop", "grep", "attach", "wait":
+		os.Exit(cli(os.Args[1], os.Args[2:]))
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 	default:
@@ -57,29 +60,8 @@ func serve(args []string) int {
 		return 2
 	}
 	logger := log.New(os.Stderr, "mevedel-exec: ", log.LstdFlags|log.Lmicroseconds)
-	execution.SetLogger(logger)
-	process.SetLogger(logger)
-	// Caught from the start, so none of them kills the helper before its
-	// executions are stopped. A caught signal, unlike an ignored one, is
-	// reset to its default in the commands the helper starts.
-	signals := make(chan os.Signal, 4)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	// A client that went away is a failed write, which ends the connection
-	// as EOF does; the signal must not kill the helper first.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	// Before the reaper starts: the shim's check runs a child of its own.
-	if err := process.UseShim(); err != nil {
-		logger.Printf("no native subreaper shim, the helper's executable serves instead: %v", err)
-	}
-	stop := make(chan struct{})
-	waitReaper, err := process.BecomeSubreaper(logger, stop)
-	if err != nil {
-		logger.Printf("cannot become a child subreaper (escaped descendants are still traced by tag): %v", err)
-	}
-	defer func() {
-		close(stop)
-		waitReaper()
-	}()
+	signals, done := helperProcess(logger)
+	defer done()
 	srv := rpc.NewServer(rpc.Options{Logger: logger, StallTimeout: *stall})
 	go onSignals(srv, signals, logger)
 	if *listen == "" {

@@ -68,7 +68,10 @@ BENCH is one of:
           CPU the detection costs with 64 live tty executions (waiting.go)
   sandbox exec/start true confined by bubblewrap (and with limits) against
           unconfined, interleaved (sandbox.go)
-  all     every benchmark: spool, logs, remote, list, scale, waiting, then sandbox
+  clients two clients of the daemon: the agent's exec/observe while its command
+          floods output, alone and with an observer listing (clients.go)
+  all     every benchmark: spool, logs, remote, list, scale, waiting, sandbox,
+          then clients
 `
 
 const (
@@ -94,7 +97,7 @@ const (
 )
 
 func main() {
-	if len(os.Args) != 2 || !slices.Contains([]string{"spool", "logs", "remote", "list", "scale", "waiting", "sandbox", "all"}, os.Args[1]) {
+	if len(os.Args) != 2 || !slices.Contains([]string{"spool", "logs", "remote", "list", "scale", "waiting", "sandbox", "clients", "all"}, os.Args[1]) {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
@@ -164,6 +167,9 @@ func run(ctx context.Context, which string) error {
 	}
 	if which == "sandbox" || which == "all" {
 		steps = append(steps, b.sandbox)
+	}
+	if which == "clients" || which == "all" {
+		steps = append(steps, b.clients)
 	}
 	var rows []row
 	for _, step := range steps {

@@ -27,6 +27,9 @@ import (
 var helperBin string
 
 func TestMain(m *testing.M) {
+	if sock := os.Getenv(dialAsEnv); sock != "" {
+		os.Exit(dialMain(sock))
+	}
 	dir, err := os.MkdirTemp("", "mevedel-exec-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
