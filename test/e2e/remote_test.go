@@ -364,7 +364,15 @@ func testRemoteZombieOnlyGroupSettlesAtOnce(t *testing.T) {
 	if !o.Final || f.Termination != execution.Exited || *f.ExitCode != 0 {
 		t.Fatalf("want exited 0 at once, got %+v", o)
 	}
-	// It settled while the zombie was still in the group: the case tested.
+	if modeOf(t) == remote.ModeAgent {
+		// The agent runs the local code, which may know the parent by
+		// descent (when it saw it before the leader's exit) and then stops
+		// it with its zombie: the wrapper's case, a group of one zombie
+		// and nothing provably ours, is not one the agent meets.
+		return
+	}
+	// Through the wrapper, membership is proven by group and tag only. It
+	// settled while the zombie was still in the group: the case tested.
 	if st, ok := process.Stat(zombie); !ok || st.State != 'Z' || st.Pgrp != f.Pgid {
 		t.Fatalf("process %d: state %c group %d (%v); want a zombie of group %d", zombie, st.State, st.Pgrp, ok, f.Pgid)
 	}
