@@ -140,7 +140,12 @@ func (s *Session) StartAndAwait(ctx context.Context, c Caller, p StartParams, yi
 			}
 		}
 		pool.Prepare(t) // the host agent, while the start is registered
-		p.remote = &remoteExec{pool: pool, named: t, target: resolved}
+		rx := &remoteExec{pool: pool, named: t, target: resolved}
+		if err := s.confineRemote(cctx, &p, rx); err != nil {
+			reply(Observation{}, err)
+			return
+		}
+		p.remote = rx
 		e, err := s.Start(c, p)
 		if err != nil {
 			reply(Observation{}, err)
@@ -174,6 +179,9 @@ type remoteExec struct {
 	// an IdentityFile set for the alias would be lost.
 	named  remote.Target
 	target remote.Target // immutable; resolved, for the facts
+	// host is how the start's sandbox and limits apply on the host; nil
+	// when it asked for neither.
+	host *remote.HostConfinement
 
 	pub publisher
 }
@@ -181,7 +189,8 @@ type remoteExec struct {
 // runner starts the execution's command: on its host, or here.
 func (e *Execution) runner() process.Runner {
 	if e.remote != nil {
-		return remote.Runner{Pool: e.remote.pool, Target: e.remote.named, Logger: logger}
+		pol, res := e.box.hostSpec()
+		return remote.Runner{Pool: e.remote.pool, Target: e.remote.named, Logger: logger, Sandbox: pol, Resources: res}
 	}
 	return e.s.runner
 }
