@@ -69,6 +69,9 @@ func (s *Session) probeBackend() sandbox.Probe {
 // session's defaults: a bad policy is invalid-params, a required sandbox
 // without a working backend is refused before anything runs.
 func (s *Session) confinement(p StartParams) (*confinement, error) {
+	if p.remote != nil {
+		return s.remoteConfinement(p)
+	}
 	pol := p.Sandbox.Over(s.sandboxDef)
 	res := p.Resources.Over(s.resourcesDef)
 	if err := CheckDefaults(&pol, &res); err != nil {
@@ -77,9 +80,6 @@ func (s *Session) confinement(p StartParams) (*confinement, error) {
 	c := &confinement{res: res, stateDir: s.stateDir.Root}
 	if !res.Zero() {
 		c.resFacts = &sandbox.ResourceFacts{Resources: res}
-	}
-	if p.remote != nil {
-		return c.onHost(pol, p.remote)
 	}
 	applied, err := pol.Resolve(sandbox.Where{Home: envlist.Value(os.Environ(), "HOME"), StateDir: s.stateDir.Root})
 	if err != nil {
@@ -164,38 +164,46 @@ func (c *confinement) close(id string) (string, []sandbox.Denial) {
 // the probe's bound.
 func probeRun(cmd *exec.Cmd) ([]byte, error) { return process.Run(cmd, sandbox.ProbeTimeout) }
 
-// confineRemote asks a remote start's host how its sandbox applies there,
-// before the execution is registered: the policy's TRAMP names become the
-// host's paths, and the host agent resolves them against its own home
-// (~/.ssh, ~/.gnupg, the .git of a repository holding a writable root) and
-// says whether bubblewrap works there. A start with the sandbox off and no
-// limits asks nothing.
-func (s *Session) confineRemote(ctx context.Context, p *StartParams, rx *remoteExec) error {
+// remoteConfinement asks a remote start's host how its sandbox applies
+// there, before the execution is registered: the policy's TRAMP names
+// become the host's paths, and the host agent resolves them against its
+// own home (~/.ssh, ~/.gnupg, the .git of a repository holding a writable
+// root) and says whether bubblewrap works there. A start with the sandbox
+// off and no limits asks nothing.
+func (s *Session) remoteConfinement(p StartParams) (*confinement, error) {
+	rx := p.remote
 	pol := p.Sandbox.Over(s.sandboxDef)
 	if err := rx.hostPaths(&pol); err != nil {
-		return err
+		return nil, err
 	}
 	res := p.Resources.Over(s.resourcesDef)
 	if err := CheckDefaults(&pol, &res); err != nil {
-		return err
+		return nil, err
 	}
-	p.Sandbox = &pol
+	c := &confinement{res: res, remote: true}
+	if !res.Zero() {
+		c.resFacts = &sandbox.ResourceFacts{Resources: res}
+	}
 	if (pol.Mode == "" || pol.Mode == sandbox.Off) && res.Zero() {
-		return nil
+		c.facts = &sandbox.Facts{Backend: sandbox.BackendNone, Reason: "sandbox mode is off"}
+		return c, nil
+	}
+	ctx := rx.startCtx
+	if ctx == nil {
+		ctx = context.Background()
 	}
 	hc, err := rx.pool.Confine(ctx, rx.named, pol)
 	switch {
 	case errors.Is(err, remote.ErrPolicy):
-		return fault.New(fault.InvalidParams, "%v", err)
+		return nil, fault.New(fault.InvalidParams, "%v", err)
 	case err != nil && ctx.Err() != nil:
 		// Registered anyway, to be aborted at once like any start
 		// cancelled before its yield; it never runs.
 		hc = remote.HostConfinement{Why: "the start was cancelled before the host agent answered"}
 	case err != nil:
-		return fault.New(fault.Unavailable, "%v", err)
+		return nil, fault.New(fault.Unavailable, "%v", err)
 	}
-	rx.host = &hc
-	return nil
+	return c.onHost(pol, rx, hc)
 }
 
 // hostPaths turns the policy's TRAMP names into paths on rx's host; a
@@ -241,18 +249,11 @@ func (rx *remoteExec) hostPaths(pol *sandbox.Policy) error {
 	return err
 }
 
-// onHost is the confinement of a remote start, from its host's answer
-// (nil: nothing was asked, the sandbox is off and there are no limits).
+// onHost is the confinement of a remote start, from its host's answer.
 // Without a backend on the host, required is refused before anything
 // runs; the host agent applies the limits, which the wrapper cannot.
-func (c *confinement) onHost(pol sandbox.Policy, rx *remoteExec) (*confinement, error) {
-	c.remote = true
+func (c *confinement) onHost(pol sandbox.Policy, rx *remoteExec, hc remote.HostConfinement) (*confinement, error) {
 	off := &sandbox.Facts{Backend: sandbox.BackendNone, Reason: "sandbox mode is off"}
-	hc := rx.host
-	if hc == nil {
-		c.facts, c.res = off, sandbox.Resources{}
-		return c, nil
-	}
 	if !hc.Agent {
 		why := fmt.Sprintf("the host %s runs commands through the wrapper (%s), which can neither confine them nor limit their resources", rx.target, hc.Why)
 		if pol.Mode == sandbox.Required {

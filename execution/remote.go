@@ -140,12 +140,7 @@ func (s *Session) StartAndAwait(ctx context.Context, c Caller, p StartParams, yi
 			}
 		}
 		pool.Prepare(t) // the host agent, while the start is registered
-		rx := &remoteExec{pool: pool, named: t, target: resolved}
-		if err := s.confineRemote(cctx, &p, rx); err != nil {
-			reply(Observation{}, err)
-			return
-		}
-		p.remote = rx
+		p.remote = &remoteExec{pool: pool, named: t, target: resolved, startCtx: cctx}
 		e, err := s.Start(c, p)
 		if err != nil {
 			reply(Observation{}, err)
@@ -179,9 +174,9 @@ type remoteExec struct {
 	// an IdentityFile set for the alias would be lost.
 	named  remote.Target
 	target remote.Target // immutable; resolved, for the facts
-	// host is how the start's sandbox and limits apply on the host; nil
-	// when it asked for neither.
-	host *remote.HostConfinement
+	// startCtx is the start request's while the execution is registered:
+	// it bounds the question of how the sandbox applies on the host.
+	startCtx context.Context
 
 	pub publisher
 }
