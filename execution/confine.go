@@ -52,6 +52,10 @@ type confinement struct {
 	// box (policy, as the host applies it, when hostBox) and the group.
 	remote  bool // immutable
 	hostBox bool // immutable
+	// hostHit is the limit hit the host read at the release, when
+	// hostReleased; the one it read at the exit counts too.
+	hostHit      string // run goroutine only
+	hostReleased bool   // run goroutine only
 
 	box     *sandbox.Box     // run goroutine only
 	group   *sandbox.Group   // run goroutine only
@@ -130,6 +134,9 @@ func (c *confinement) limitHit(exit *process.Exit, proc process.Process) string 
 		return ""
 	}
 	if c.remote {
+		if c.hostReleased && c.hostHit != "" {
+			return c.hostHit // read once all of it was gone
+		}
 		if p, ok := proc.(interface{ LimitHit() string }); ok {
 			return p.LimitHit()
 		}
@@ -139,6 +146,30 @@ func (c *confinement) limitHit(exit *process.Exit, proc process.Process) string 
 		return ""
 	}
 	return c.group.LimitHit(exit.Code, exit.Signaled, exit.Signal, c.box != nil)
+}
+
+// releaseOnHost has the host agent remove the group and the box's mount
+// points of a remote execution at its settlement, as close does here, and
+// read the limit hit once all of it is gone. A lost channel leaves them to
+// a later agent's sweep.
+func (c *confinement) releaseOnHost(proc process.Process, exit *process.Exit) {
+	if !c.remote || (!c.hostBox && c.res.Zero()) || exit.Lost != "" {
+		return
+	}
+	p, ok := proc.(interface {
+		Release(context.Context) (string, error)
+	})
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), denialsTimeout)
+	defer cancel()
+	hit, err := p.Release(ctx)
+	if err != nil {
+		logf("releasing the box and group on the host: %v", err)
+		return
+	}
+	c.hostHit, c.hostReleased = hit, true
 }
 
 // confined reports whether the command runs inside a box, here or on
@@ -319,5 +350,5 @@ func remoteDenials(proc process.Process, tail string, applied sandbox.Policy) []
 	return d
 }
 
-// denialsTimeout bounds the question to the host.
+// denialsTimeout bounds a question to the host at settlement.
 const denialsTimeout = 10 * time.Second

@@ -195,6 +195,7 @@ probe:
 	if e.remote != nil {
 		e.remote.pub.finish(e)
 	}
+	e.box.releaseOnHost(proc, &exit)
 	if cause == nil {
 		e.box.hit = e.box.limitHit(&exit, proc)
 	}

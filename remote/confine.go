@@ -92,6 +92,20 @@ func (ap *agentProcess) LimitHit() string {
 	return ap.limit
 }
 
+// Release asks the host agent to remove the execution's resource group
+// and the mount points its box made, now that nothing of it is alive (the
+// helper's settlement), and returns the limit hit read then.
+func (ap *agentProcess) Release(ctx context.Context) (string, error) {
+	rep, err := ap.cl.request(ctx, agent.Request{Op: agent.OpRelease, Exec: ap.id})
+	if err != nil {
+		return "", err
+	}
+	if rep.Err != "" {
+		return "", fmt.Errorf("remote: %s: %s", ap.cl.target.Target, rep.Err)
+	}
+	return rep.Limit, nil
+}
+
 // ResourceFacts says how the host applied the start's limits; nil when
 // none were asked.
 func (ap *agentProcess) ResourceFacts() *sandbox.ResourceFacts { return ap.resFacts }

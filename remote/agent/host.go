@@ -77,8 +77,15 @@ type host struct {
 // hostExec is one execution's process on this host.
 type hostExec struct {
 	proc  process.Process
-	box   *sandbox.Box   // its confinement, released when forgotten; may be nil
-	group *sandbox.Group // its resource group, closed when forgotten; may be nil
+	box   *sandbox.Box   // its confinement, released once; may be nil
+	group *sandbox.Group // its resource group, closed once; may be nil
+	exit  process.Exit   // guarded by mu; valid once waited
+	// waited: guarded by mu; the shell's exit is known (set before the
+	// exit frame goes out).
+	waited bool
+	// released: release has run; limit is what it read then.
+	relOnce sync.Once
+	limit   string
 
 	mu     sync.Mutex
 	cond   *sync.Cond // on mu: credit came, or the output was closed
@@ -197,6 +204,9 @@ func (h *host) start(id uint32, payload []byte) {
 	h.wg.Go(func() { h.copyOutput(id, e) })
 	h.wg.Go(func() {
 		ex, _ := proc.Wait()
+		e.mu.Lock()
+		e.exit, e.waited = ex, true
+		e.mu.Unlock()
 		st := ExitStatus{Code: ex.Code, Signaled: ex.Signaled, Signal: int(ex.Signal), Alive: proc.Alive()}
 		// Read as the shell ends: the group's counters already hold what
 		// ended it.
@@ -247,27 +257,39 @@ func (h *host) copyOutput(id uint32, e *hostExec) {
 
 // forget drops an execution that has exited and whose output the helper
 // closed (it closes it once nothing of the execution is alive): its group
-// and the mount points its box made go with it.
+// and the mount points its box made go first, so an OpRelease that no
+// longer finds it knows they are gone.
 func (h *host) forget(id uint32) {
 	h.mu.Lock()
 	e := h.execs[id]
+	h.mu.Unlock()
+	if e == nil {
+		return
+	}
+	e.release()
+	h.mu.Lock()
 	delete(h.execs, id)
 	h.mu.Unlock()
-	if e != nil {
-		e.release()
-	}
 }
 
 // release removes the execution's resource group and the mount points its
-// box made on this host. Never while a member may live: a mount point
-// removed here would vanish inside a running box too.
+// box made on this host, once; a second caller waits for the first. Never
+// while a member may live: a mount point removed here would vanish inside
+// a running box too. After the exit it reads the limit hit again, as the
+// local runner does once the whole tree is gone.
 func (e *hostExec) release() {
-	if err := e.group.Close(); err != nil {
-		logger.Print(err)
-	}
-	e.group = nil
-	e.box.Release()
-	e.box = nil
+	e.relOnce.Do(func() {
+		e.mu.Lock()
+		ex, waited := e.exit, e.waited
+		e.mu.Unlock()
+		if waited {
+			e.limit = e.group.LimitHit(ex.Code, ex.Signaled, ex.Signal, e.box != nil)
+		}
+		if err := e.group.Close(); err != nil {
+			logger.Print(err)
+		}
+		e.box.Release()
+	})
 }
 
 // probeBackend runs the bubblewrap probe once per agent (per connection),
@@ -342,6 +364,15 @@ func (h *host) request(id uint32, payload []byte) {
 	case OpConfine:
 		c := h.confinement(r.Sandbox)
 		h.send(MsgReply, id, Reply{Confine: &c})
+		return
+	case OpRelease:
+		// The helper's settlement: nothing of the execution is alive.
+		var rep Reply
+		if e := h.exec(r.Exec); e != nil {
+			e.release()
+			rep.Limit = e.limit
+		}
+		h.send(MsgReply, id, rep)
 		return
 	case OpDenials:
 		var rep Reply

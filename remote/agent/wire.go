@@ -120,6 +120,7 @@ const (
 	OpGroup   = "group"   // Identity, Act (probe, signal, int), Sig: a group known by identity alone
 	OpConfine = "confine" // Sandbox: the policy resolved against this host, and whether bwrap works here
 	OpDenials = "denials" // Sandbox (applied), Dir, Data (output): the denials the output shows
+	OpRelease = "release" // Exec: remove its group and box mount points now (nothing of it is alive); Limit
 )
 
 // Request is one request to the host.
@@ -159,6 +160,9 @@ type Reply struct {
 	// OpConfine and OpDenials.
 	Confine *Confinement     `json:"confine,omitempty"`
 	Denials []sandbox.Denial `json:"denials,omitempty"`
+	// OpRelease: the limit that ended the command, read once all of it
+	// was gone.
+	Limit string `json:"limit,omitempty"`
 }
 
 // Confinement answers OpConfine: the policy as this host applies it (its
