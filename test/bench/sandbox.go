@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mevedel/mevedel-exec/execution"
@@ -107,7 +108,7 @@ func (b *bench) sandboxSides(ctx context.Context, home, cwd, root, where string,
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	base := percentile(sides[0].took, 50)
-	fmt.Printf("sandbox %s(backend %s%s): ", where, backend, map[bool]string{true: ", remoteMode " + mode}[mode != ""])
+	fmt.Printf("sandbox %s(backend %s%s): ", strings.TrimSuffix(where, ", ")+map[bool]string{true: " "}[where != ""], backend, map[bool]string{true: ", remoteMode " + mode}[mode != ""])
 	for _, side := range sides {
 		fmt.Printf("%s p50 %s p90 %s; ", side.name, ms(percentile(side.took, 50)), ms(percentile(side.took, 90)))
 	}
