@@ -82,10 +82,9 @@ type hostExec struct {
 	exit  process.Exit   // guarded by mu; valid once waited
 	// waited: guarded by mu; the shell's exit is known (set before the
 	// exit frame goes out).
-	waited bool
-	// released: release has run; limit is what it read then.
-	relOnce sync.Once
-	limit   string
+	waited  bool
+	relOnce sync.Once // runs release's work once
+	limit   string    // written in relOnce: the limit hit read then
 
 	mu     sync.Mutex
 	cond   *sync.Cond // on mu: credit came, or the output was closed
