@@ -1,15 +1,19 @@
 package execution
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
-	"syscall"
+	"strings"
+	"time"
 
 	"github.com/mevedel/mevedel-exec/internal/envlist"
 	"github.com/mevedel/mevedel-exec/internal/fault"
 	"github.com/mevedel/mevedel-exec/process"
+	"github.com/mevedel/mevedel-exec/remote"
 	"github.com/mevedel/mevedel-exec/sandbox"
-	"golang.org/x/sys/unix"
 )
 
 // SetDefaults sets the session's sandbox and resource defaults. It is
@@ -44,6 +48,14 @@ type confinement struct {
 	res      sandbox.Resources      // immutable
 	scratch  string                 // immutable once registered
 	stateDir string                 // immutable
+	// remote: the command runs on an SSH host, whose agent builds the
+	// box (policy, as the host applies it, when hostBox) and the group.
+	remote  bool // immutable
+	hostBox bool // immutable
+	// hostHit is the limit hit the host read at the release, when
+	// hostReleased; the one it read at the exit counts too.
+	hostHit      string // run goroutine only
+	hostReleased bool   // run goroutine only
 
 	box     *sandbox.Box     // run goroutine only
 	group   *sandbox.Group   // run goroutine only
@@ -61,6 +73,9 @@ func (s *Session) probeBackend() sandbox.Probe {
 // session's defaults: a bad policy is invalid-params, a required sandbox
 // without a working backend is refused before anything runs.
 func (s *Session) confinement(p StartParams) (*confinement, error) {
+	if p.remote != nil {
+		return s.remoteConfinement(p)
+	}
 	pol := p.Sandbox.Over(s.sandboxDef)
 	res := p.Resources.Over(s.resourcesDef)
 	if err := CheckDefaults(&pol, &res); err != nil {
@@ -69,25 +84,6 @@ func (s *Session) confinement(p StartParams) (*confinement, error) {
 	c := &confinement{res: res, stateDir: s.stateDir.Root}
 	if !res.Zero() {
 		c.resFacts = &sandbox.ResourceFacts{Resources: res}
-	}
-	if p.remote != nil {
-		const why = "confinement and resource limits on an SSH target are not supported yet"
-		if pol.Mode == sandbox.Required {
-			return nil, fault.New(fault.Refused, "sandbox mode is required but %s; nothing was run", why)
-		}
-		if pol.Mode == sandbox.BestEffort {
-			c.facts = &sandbox.Facts{Backend: sandbox.BackendNone, Reason: why}
-		}
-		if c.resFacts != nil {
-			c.resFacts.NotApplied = map[string]string{}
-			for l, v := range map[string]int64{sandbox.LimitMemory: res.MemoryBytes, sandbox.LimitPids: res.Pids, sandbox.LimitCPU: res.CPUSeconds} {
-				if v > 0 {
-					c.resFacts.NotApplied[l] = why
-				}
-			}
-		}
-		c.res = sandbox.Resources{} // nothing to make on this machine
-		return c, nil
 	}
 	applied, err := pol.Resolve(sandbox.Where{Home: envlist.Value(os.Environ(), "HOME"), StateDir: s.stateDir.Root})
 	if err != nil {
@@ -114,6 +110,9 @@ func (s *Session) confinement(p StartParams) (*confinement, error) {
 // command starts, and sets them on spec. A confined command that cannot be
 // built does not run at all.
 func (c *confinement) open(id string, spec *process.Spec) error {
+	if c.remote {
+		return nil // the host agent builds both
+	}
 	if c.backend.Path != "" {
 		box, err := sandbox.NewBox(c.backend, c.policy, c.scratch, c.stateDir)
 		if err != nil {
@@ -129,33 +128,53 @@ func (c *confinement) open(id string, spec *process.Spec) error {
 }
 
 // limitHit names the limit that ended the command, if one did: the
-// group's own count of OOM kills or refused forks, or SIGXCPU from the CPU
-// rlimit (which bubblewrap reports as the exit code 128+SIGXCPU).
-func (c *confinement) limitHit(exit *process.Exit) string {
-	if c.group == nil || exit == nil || exit.Lost != "" {
+// group's here, or what the host agent learnt from its group there.
+func (c *confinement) limitHit(exit *process.Exit, proc process.Process) string {
+	if exit == nil || exit.Lost != "" {
 		return ""
 	}
-	hit := c.group.Hit()
-	if hit == sandbox.LimitMemory {
-		// A process killed by the limit, whatever the shell made of it.
-		return hit
-	}
-	if exit.Code == 0 && !exit.Signaled {
+	if c.remote {
+		if c.hostReleased && c.hostHit != "" {
+			return c.hostHit // read once all of it was gone
+		}
+		if p, ok := proc.(interface{ LimitHit() string }); ok {
+			return p.LimitHit()
+		}
 		return ""
 	}
-	if hit != "" {
-		return hit
+	if c.group == nil {
+		return ""
 	}
-	if c.res.CPUSeconds > 0 {
-		if exit.Signaled && exit.Signal == unix.SIGXCPU {
-			return sandbox.LimitCPU
-		}
-		if c.box != nil && !exit.Signaled && exit.Code == 128+int(syscall.SIGXCPU) {
-			return sandbox.LimitCPU
-		}
-	}
-	return ""
+	return c.group.LimitHit(exit.Code, exit.Signaled, exit.Signal, c.box != nil)
 }
+
+// releaseOnHost has the host agent remove the group and the box's mount
+// points of a remote execution at its settlement, as close does here, and
+// read the limit hit once all of it is gone. A lost channel leaves them to
+// a later agent's sweep.
+func (c *confinement) releaseOnHost(proc process.Process, exit *process.Exit) {
+	if !c.remote || (!c.hostBox && c.res.Zero()) || exit.Lost != "" {
+		return
+	}
+	p, ok := proc.(interface {
+		Release(context.Context) (string, error)
+	})
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), denialsTimeout)
+	defer cancel()
+	hit, err := p.Release(ctx)
+	if err != nil {
+		logf("releasing the box and group on the host: %v", err)
+		return
+	}
+	c.hostHit, c.hostReleased = hit, true
+}
+
+// confined reports whether the command runs inside a box, here or on
+// its host.
+func (c *confinement) confined() bool { return c.box != nil || c.hostBox }
 
 // close removes the group and the mount points the box made on the host,
 // and returns the limit hit and the denials found.
@@ -175,3 +194,161 @@ func (c *confinement) close(id string) (string, []sandbox.Denial) {
 // probeRun runs the sandbox backend's probe through the reaper, within
 // the probe's bound.
 func probeRun(cmd *exec.Cmd) ([]byte, error) { return process.Run(cmd, sandbox.ProbeTimeout) }
+
+// remoteConfinement asks a remote start's host how its sandbox applies
+// there, before the execution is registered: the policy's TRAMP names
+// become the host's paths, and the host agent resolves them against its
+// own home (~/.ssh, ~/.gnupg, the .git of a repository holding a writable
+// root) and says whether bubblewrap works there. A start with the sandbox
+// off and no limits asks nothing.
+func (s *Session) remoteConfinement(p StartParams) (*confinement, error) {
+	rx := p.remote
+	pol := p.Sandbox.Over(s.sandboxDef)
+	if err := rx.hostPaths(&pol); err != nil {
+		return nil, err
+	}
+	res := p.Resources.Over(s.resourcesDef)
+	if err := CheckDefaults(&pol, &res); err != nil {
+		return nil, err
+	}
+	c := &confinement{res: res, remote: true}
+	if !res.Zero() {
+		c.resFacts = &sandbox.ResourceFacts{Resources: res}
+	}
+	if (pol.Mode == "" || pol.Mode == sandbox.Off) && res.Zero() {
+		c.facts = &sandbox.Facts{Backend: sandbox.BackendNone, Reason: "sandbox mode is off"}
+		return c, nil
+	}
+	ctx := rx.startCtx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	hc, err := rx.pool.Confine(ctx, rx.named, pol)
+	switch {
+	case errors.Is(err, remote.ErrPolicy):
+		return nil, fault.New(fault.InvalidParams, "%v", err)
+	case err != nil && ctx.Err() != nil:
+		// Registered anyway, to be aborted at once like any start
+		// cancelled before its yield; it never runs.
+		hc = remote.HostConfinement{Why: "the start was cancelled before the host agent answered"}
+	case err != nil:
+		return nil, fault.New(fault.Unavailable, "%v", err)
+	}
+	return c.onHost(pol, rx, hc)
+}
+
+// hostPaths turns the policy's TRAMP names into paths on rx's host; a
+// name of another host is invalid. Plain paths are the host's already.
+func (rx *remoteExec) hostPaths(pol *sandbox.Policy) error {
+	conv := func(field string, list []string) ([]string, error) {
+		if list == nil {
+			return nil, nil
+		}
+		out := make([]string, len(list))
+		for i, q := range list {
+			t, isRemote, err := remote.ParseTRAMP(q)
+			if !isRemote {
+				out[i] = q
+				continue
+			}
+			if err != nil {
+				return nil, fault.New(fault.InvalidParams, "sandbox.%s: %v", field, err)
+			}
+			r, err := rx.pool.Resolve(t)
+			if err != nil || r.User != rx.target.User || r.Host != rx.target.Host || r.Port != rx.target.Port {
+				return nil, fault.New(fault.InvalidParams, "sandbox.%s: %q names another host than the cwd's %s", field, q, rx.target)
+			}
+			switch {
+			case t.Path == "" || t.Path == "~":
+				out[i] = "~"
+			case strings.HasPrefix(t.Path, "/") || strings.HasPrefix(t.Path, "~/"):
+				out[i] = t.Path
+			default: // relative to the remote home, as a cwd is
+				out[i] = "~/" + t.Path
+			}
+		}
+		return out, nil
+	}
+	var err error
+	if pol.WritableRoots, err = conv("writableRoots", pol.WritableRoots); err != nil {
+		return err
+	}
+	if pol.ReadOnlyPaths, err = conv("readOnlyPaths", pol.ReadOnlyPaths); err != nil {
+		return err
+	}
+	pol.InaccessiblePaths, err = conv("inaccessiblePaths", pol.InaccessiblePaths)
+	return err
+}
+
+// onHost is the confinement of a remote start, from its host's answer.
+// Without a backend on the host, required is refused before anything
+// runs; the host agent applies the limits, which the wrapper cannot.
+func (c *confinement) onHost(pol sandbox.Policy, rx *remoteExec, hc remote.HostConfinement) (*confinement, error) {
+	off := &sandbox.Facts{Backend: sandbox.BackendNone, Reason: "sandbox mode is off"}
+	if !hc.Agent {
+		why := fmt.Sprintf("the host %s runs commands through the wrapper (%s), which can neither confine them nor limit their resources", rx.target, hc.Why)
+		if pol.Mode == sandbox.Required {
+			return nil, fault.New(fault.Refused, "sandbox mode is required but %s; nothing was run", why)
+		}
+		c.facts = &sandbox.Facts{Backend: sandbox.BackendNone, Reason: why}
+		if pol.Mode == "" || pol.Mode == sandbox.Off {
+			c.facts = off
+		}
+		if c.resFacts != nil {
+			c.resFacts.NotApplied = map[string]string{}
+			for l, v := range map[string]int64{sandbox.LimitMemory: c.res.MemoryBytes, sandbox.LimitPids: c.res.Pids, sandbox.LimitCPU: c.res.CPUSeconds} {
+				if v > 0 {
+					c.resFacts.NotApplied[l] = why
+				}
+			}
+		}
+		c.res = sandbox.Resources{} // nothing to make anywhere
+		return c, nil
+	}
+	f := hc.Facts
+	if f.Backend != sandbox.BackendBubblewrap && pol.Mode == sandbox.Required {
+		return nil, fault.New(fault.Refused, "sandbox mode is required but no sandbox backend works on %s (%s); nothing was run", rx.target, f.Reason)
+	}
+	if f.Backend == sandbox.BackendBubblewrap && f.Policy != nil {
+		c.policy, c.hostBox = *f.Policy, true
+	}
+	c.facts = &f
+	return c, nil
+}
+
+// hostSpec is what the host agent needs to build the box and group.
+func (c *confinement) hostSpec() (*sandbox.Policy, *sandbox.Resources) {
+	var pol *sandbox.Policy
+	if c.hostBox {
+		p := c.policy
+		pol = &p
+	}
+	var res *sandbox.Resources
+	if !c.res.Zero() {
+		r := c.res
+		res = &r
+	}
+	return pol, res
+}
+
+// remoteDenials asks the host which errors of a failed confined command's
+// output its box explains; what cannot be asked is not guessed.
+func remoteDenials(proc process.Process, tail string, applied sandbox.Policy) []sandbox.Denial {
+	p, ok := proc.(interface {
+		SandboxDenials(context.Context, string, sandbox.Policy) ([]sandbox.Denial, error)
+	})
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), denialsTimeout)
+	defer cancel()
+	d, err := p.SandboxDenials(ctx, tail, applied)
+	if err != nil {
+		logf("sandbox denials from the host: %v", err)
+		return nil
+	}
+	return d
+}
+
+// denialsTimeout bounds a question to the host at settlement.
+const denialsTimeout = 10 * time.Second

@@ -140,7 +140,7 @@ func (s *Session) StartAndAwait(ctx context.Context, c Caller, p StartParams, yi
 			}
 		}
 		pool.Prepare(t) // the host agent, while the start is registered
-		p.remote = &remoteExec{pool: pool, named: t, target: resolved}
+		p.remote = &remoteExec{pool: pool, named: t, target: resolved, startCtx: cctx}
 		e, err := s.Start(c, p)
 		if err != nil {
 			reply(Observation{}, err)
@@ -174,6 +174,9 @@ type remoteExec struct {
 	// an IdentityFile set for the alias would be lost.
 	named  remote.Target
 	target remote.Target // immutable; resolved, for the facts
+	// startCtx is the start request's while the execution is registered:
+	// it bounds the question of how the sandbox applies on the host.
+	startCtx context.Context
 
 	pub publisher
 }
@@ -181,7 +184,8 @@ type remoteExec struct {
 // runner starts the execution's command: on its host, or here.
 func (e *Execution) runner() process.Runner {
 	if e.remote != nil {
-		return remote.Runner{Pool: e.remote.pool, Target: e.remote.named, Logger: logger}
+		pol, res := e.box.hostSpec()
+		return remote.Runner{Pool: e.remote.pool, Target: e.remote.named, Logger: logger, Sandbox: pol, Resources: res}
 	}
 	return e.s.runner
 }

@@ -87,6 +87,11 @@ func (e *Execution) run() {
 		if m, ok := proc.(interface{ RemoteMode() string }); ok {
 			st.facts.RemoteMode = m.RemoteMode()
 		}
+		if r, ok := proc.(interface {
+			ResourceFacts() *sandbox.ResourceFacts
+		}); ok && r.ResourceFacts() != nil {
+			st.facts.Resources = r.ResourceFacts() // as the host applied them
+		}
 		st.facts.StartedAt = stamp(time.Now())
 		yielded = st.facts.Yielded
 		st.leader = leaderOf(st.facts, proc)
@@ -190,12 +195,17 @@ probe:
 	if e.remote != nil {
 		e.remote.pub.finish(e)
 	}
+	e.box.releaseOnHost(proc, &exit)
 	if cause == nil {
-		e.box.hit = e.box.limitHit(&exit)
+		e.box.hit = e.box.limitHit(&exit, proc)
 	}
-	if e.box.box != nil && (exit.Signaled || exit.Code != 0) {
+	if e.box.confined() && exit.Lost == "" && (exit.Signaled || exit.Code != 0) {
 		if tail, err := e.sp.Tail(denialScanChars); err == nil {
-			e.box.denials = sandbox.Denials(tail, e.spec.Dir, e.box.policy)
+			if e.box.remote {
+				e.box.denials = remoteDenials(proc, tail, e.box.policy)
+			} else {
+				e.box.denials = sandbox.Denials(tail, e.spec.Dir, e.box.policy)
+			}
 		}
 	}
 	e.settle(&exit, cause)

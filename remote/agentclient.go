@@ -14,6 +14,7 @@ import (
 
 	"github.com/mevedel/mevedel-exec/process"
 	"github.com/mevedel/mevedel-exec/remote/agent"
+	"github.com/mevedel/mevedel-exec/sandbox"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
 )
@@ -112,7 +113,7 @@ func (cl *agentClient) dispatch(f agent.Frame) error {
 			return err
 		}
 		if ap != nil {
-			ap.aliveAtExit = x.Alive
+			ap.aliveAtExit, ap.limit = x.Alive, x.Limit
 			e := process.Exit{Code: x.Code, Signaled: x.Signaled, Signal: syscall.Signal(x.Signal)}
 			ap.setExit(e, nil)
 		}
@@ -179,12 +180,12 @@ func (cl *agentClient) request(ctx context.Context, req agent.Request) (agent.Re
 // start the caller gave up on is killed once it shows.
 func (cl *agentClient) start(ctx context.Context, spec launchSpec) (*agentProcess, error) {
 	s := agent.StartSpec{Command: spec.Command, Argv: spec.Argv, Dir: spec.Dir, Env: spec.Env, Overlay: spec.overlay || spec.Env == nil,
-		TTY: spec.TTY, Tag: spec.Tag}
+		TTY: spec.TTY, Tag: spec.Tag, Sandbox: spec.sandbox, Resources: spec.resources}
 	b, err := json.Marshal(s)
 	if err != nil {
 		return nil, err
 	}
-	ap := &agentProcess{cl: cl, exited: make(chan struct{})}
+	ap := &agentProcess{cl: cl, dir: spec.Dir, exited: make(chan struct{})}
 	ap.cond = sync.NewCond(&ap.mu)
 	w := make(chan agent.Started, 1)
 	cl.mu.Lock()
@@ -225,6 +226,7 @@ func (cl *agentClient) start(ctx context.Context, spec launchSpec) (*agentProces
 		return nil, fmt.Errorf("remote: %s: %s", cl.target.Target, st.Err)
 	}
 	ap.ident = Identity{Pid: st.Pid, Pgid: st.Pid, Start: st.Start, Tag: spec.Tag, TTY: spec.TTY}
+	ap.resFacts = st.Resources
 	return ap, nil
 }
 
@@ -262,9 +264,11 @@ func (cl *agentClient) group(ctx context.Context, id Identity, act string, sig s
 // agentProcess is one execution run by a host agent: the process.Process
 // of the agent mode.
 type agentProcess struct {
-	cl    *agentClient // immutable
-	id    uint32       // immutable
-	ident Identity     // immutable once started
+	cl       *agentClient           // immutable
+	id       uint32                 // immutable
+	dir      string                 // immutable; the start's directory, as the host resolves it
+	ident    Identity               // immutable once started
+	resFacts *sandbox.ResourceFacts // immutable once started
 
 	mu       sync.Mutex
 	cond     *sync.Cond // on mu: output came, or ended
@@ -277,7 +281,8 @@ type agentProcess struct {
 	once        sync.Once
 	exit        process.Exit
 	err         error
-	aliveAtExit bool // set before exited is closed
+	aliveAtExit bool   // set before exited is closed
+	limit       string // set before exited is closed: the limit that ended it
 	closeOnce   sync.Once
 }
 

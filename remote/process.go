@@ -16,6 +16,7 @@ import (
 
 	"github.com/mevedel/mevedel-exec/internal/envlist"
 	"github.com/mevedel/mevedel-exec/process"
+	"github.com/mevedel/mevedel-exec/sandbox"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
 )
@@ -30,6 +31,16 @@ type launchSpec struct {
 	// overlay sets Env on top of sshd's environment instead of replacing
 	// it: the fallback when no login environment could be captured.
 	overlay bool
+	// sandbox, when set, is the policy as the host applies it; with it
+	// or resources the command runs under the host agent or not at all.
+	sandbox   *sandbox.Policy
+	resources *sandbox.Resources
+}
+
+// confined reports whether the command needs the host agent's box or
+// group: the wrapper would run it without them.
+func (s launchSpec) confined() bool {
+	return s.sandbox != nil || (s.resources != nil && !s.resources.Zero())
 }
 
 // Liveness is a probe's verdict on a remote group.

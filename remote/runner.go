@@ -3,10 +3,12 @@ package remote
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log"
 	"strings"
 
 	"github.com/mevedel/mevedel-exec/process"
+	"github.com/mevedel/mevedel-exec/sandbox"
 )
 
 var _ process.Runner = Runner{}
@@ -22,6 +24,11 @@ type Runner struct {
 	// IdentityFile set for the alias would be lost.
 	Target Target
 	Logger *log.Logger // where a missing login environment is reported; may be nil
+	// Sandbox, when set, is the policy as the host applies it (Pool.Confine's
+	// answer), and Resources the command's limits: with either, the command
+	// runs under the host agent or not at all, never through the wrapper.
+	Sandbox   *sandbox.Policy
+	Resources *sandbox.Resources
 }
 
 // Start lays spec.Env over the host's login environment and starts the
@@ -32,7 +39,7 @@ func (r Runner) Start(ctx context.Context, spec process.Spec) (process.Process, 
 	if spec.Stdin != nil {
 		return nil, errors.New("remote: stdin data is not supported on SSH targets")
 	}
-	ls := launchSpec{Spec: spec}
+	ls := launchSpec{Spec: spec, sandbox: r.Sandbox, resources: r.Resources}
 	if len(spec.Argv) > 0 {
 		// The host runs every command through its wrapper's bash: an argv
 		// becomes one exec of its words, quoted, so no word is a shell's.
@@ -62,6 +69,11 @@ func (r Runner) Start(ctx context.Context, spec process.Spec) (process.Process, 
 			return nil, context.Cause(ctx)
 		}
 		return proc, err
+	}
+	if ls.confined() {
+		// Granted a box or limits that only the agent gives: never run
+		// without them.
+		return nil, fmt.Errorf("remote: %s: the host agent that was to confine the command or apply its limits is not available, and the wrapper can do neither; nothing was run", r.Target)
 	}
 	proc, err := r.Pool.start(ctx, r.Target, ls)
 	if err != nil {

@@ -377,6 +377,36 @@ func (g *Group) Wrap(path string, args []string) (string, []string) {
 // CgroupFD returns the cgroup v2 directory the command is cloned into.
 func (g *Group) CgroupFD() (int, bool) { return g.fd, g.fd >= 0 }
 
+// LimitHit names the limit that ended a command whose shell ended so
+// (code, or signaled by sig), or "": the group's own count of OOM kills or
+// refused forks, or SIGXCPU from the CPU rlimit (which bubblewrap, when
+// boxed, reports as the exit code 128+SIGXCPU). A memory kill counts
+// whatever the shell made of it; the others only when the shell failed.
+func (g *Group) LimitHit(code int, signaled bool, sig unix.Signal, boxed bool) string {
+	if g == nil {
+		return ""
+	}
+	hit := g.Hit()
+	if hit == LimitMemory {
+		return hit
+	}
+	if code == 0 && !signaled {
+		return ""
+	}
+	if hit != "" {
+		return hit
+	}
+	if g.facts.CPUSeconds > 0 {
+		if signaled && sig == unix.SIGXCPU {
+			return LimitCPU
+		}
+		if boxed && !signaled && code == 128+int(unix.SIGXCPU) {
+			return LimitCPU
+		}
+	}
+	return ""
+}
+
 // Hit returns the limit the command ran into: memory when the group's
 // OOM killer struck, pids when a fork was refused at the cap, else "".
 func (g *Group) Hit() string {

@@ -9,13 +9,16 @@ import (
 	"io"
 	"log"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 
 	"github.com/mevedel/mevedel-exec/process"
+	"github.com/mevedel/mevedel-exec/sandbox"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,7 +32,7 @@ func Main(args []string) int {
 		fmt.Fprintln(os.Stderr, "usage: mevedel-exec host")
 		return 2
 	}
-	logger := log.New(os.Stderr, "mevedel-exec host: ", log.LstdFlags|log.Lmicroseconds)
+	logger = log.New(os.Stderr, "mevedel-exec host: ", log.LstdFlags|log.Lmicroseconds)
 	process.SetLogger(logger)
 	// A lost channel is a failed write or EOF, never a death by signal.
 	signal.Ignore(syscall.SIGPIPE, syscall.SIGHUP)
@@ -51,10 +54,20 @@ func Main(args []string) int {
 	return 0
 }
 
+// logger is where the agent says what went wrong (its stderr).
+var logger = log.Default()
+
 // host is one channel's agent.
 type host struct {
 	w    *Writer
 	home string
+	// own is the agents' directory (~/.cache/mevedel-exec), hidden from
+	// confined commands as the helper's state directory is; exeDir holds
+	// the empty stand-in for hidden files. Either may be "".
+	own, exeDir string
+
+	probeOnce sync.Once
+	probe     sandbox.Probe // set by probeOnce
 
 	mu    sync.Mutex
 	execs map[uint32]*hostExec // guarded by mu
@@ -63,7 +76,15 @@ type host struct {
 
 // hostExec is one execution's process on this host.
 type hostExec struct {
-	proc process.Process
+	proc  process.Process
+	box   *sandbox.Box   // its confinement, released once; may be nil
+	group *sandbox.Group // its resource group, closed once; may be nil
+	exit  process.Exit   // guarded by mu; valid once waited
+	// waited: guarded by mu; the shell's exit is known (set before the
+	// exit frame goes out).
+	waited  bool
+	relOnce sync.Once // runs release's work once
+	limit   string    // written in relOnce: the limit hit read then
 
 	mu     sync.Mutex
 	cond   *sync.Cond // on mu: credit came, or the output was closed
@@ -76,6 +97,13 @@ type hostExec struct {
 func Serve(in io.Reader, out io.Writer) error {
 	h := &host{w: NewWriter(out), execs: map[uint32]*hostExec{}}
 	h.home, _ = os.UserHomeDir()
+	if exe, err := os.Executable(); err == nil {
+		h.exeDir = filepath.Dir(exe)
+		// Deployed as ~/.cache/mevedel-exec/bin/<version>/mevedel-exec.
+		if bin := filepath.Dir(h.exeDir); filepath.Base(bin) == "bin" {
+			h.own = filepath.Dir(bin)
+		}
+	}
 	if _, err := io.WriteString(out, Hello+Version+"\n"); err != nil {
 		return err
 	}
@@ -149,22 +177,39 @@ func (h *host) start(id uint32, payload []byte) {
 		env = process.MergeEnv(own, s.Env)
 	}
 	spec := process.Spec{Command: s.Command, Argv: s.Argv, Dir: h.dir(s.Dir), Env: env, TTY: s.TTY, Tag: s.Tag}
-	var l process.Local
-	proc, err := l.Start(context.Background(), spec)
-	if err != nil {
+	e := &hostExec{credit: Window}
+	if err := h.confine(id, s, &spec, e); err != nil {
 		h.send(MsgStarted, id, Started{Err: err.Error()})
 		return
 	}
-	e := &hostExec{proc: proc, credit: Window}
+	var l process.Local
+	proc, err := l.Start(context.Background(), spec)
+	if err != nil {
+		e.release()
+		h.send(MsgStarted, id, Started{Err: err.Error()})
+		return
+	}
+	e.proc = proc
 	e.cond = sync.NewCond(&e.mu)
 	h.mu.Lock()
 	h.execs[id] = e
 	h.mu.Unlock()
-	h.send(MsgStarted, id, Started{Pid: proc.Pid(), Start: proc.LeaderStart()})
+	started := Started{Pid: proc.Pid(), Start: proc.LeaderStart()}
+	if e.group != nil {
+		rf := e.group.Facts()
+		started.Resources = &rf
+	}
+	h.send(MsgStarted, id, started)
 	h.wg.Go(func() { h.copyOutput(id, e) })
 	h.wg.Go(func() {
 		ex, _ := proc.Wait()
+		e.mu.Lock()
+		e.exit, e.waited = ex, true
+		e.mu.Unlock()
 		st := ExitStatus{Code: ex.Code, Signaled: ex.Signaled, Signal: int(ex.Signal), Alive: proc.Alive()}
+		// Read as the shell ends: the group's counters already hold what
+		// ended it.
+		st.Limit = e.group.LimitHit(ex.Code, ex.Signaled, ex.Signal, e.box != nil)
 		h.send(MsgExit, id, st)
 		e.mu.Lock()
 		e.exited = true
@@ -209,10 +254,100 @@ func (h *host) copyOutput(id uint32, e *hostExec) {
 	}
 }
 
+// forget drops an execution that has exited and whose output the helper
+// closed (it closes it once nothing of the execution is alive): its group
+// and the mount points its box made go first, so an OpRelease that no
+// longer finds it knows they are gone.
 func (h *host) forget(id uint32) {
+	h.mu.Lock()
+	e := h.execs[id]
+	h.mu.Unlock()
+	if e == nil {
+		return
+	}
+	e.release()
 	h.mu.Lock()
 	delete(h.execs, id)
 	h.mu.Unlock()
+}
+
+// release removes the execution's resource group and the mount points its
+// box made on this host, once; a second caller waits for the first. Never
+// while a member may live: a mount point removed here would vanish inside
+// a running box too. After the exit it reads the limit hit again, as the
+// local runner does once the whole tree is gone.
+func (e *hostExec) release() {
+	e.relOnce.Do(func() {
+		e.mu.Lock()
+		ex, waited := e.exit, e.waited
+		e.mu.Unlock()
+		if waited {
+			e.limit = e.group.LimitHit(ex.Code, ex.Signaled, ex.Signal, e.box != nil)
+		}
+		if err := e.group.Close(); err != nil {
+			logger.Print(err)
+		}
+		e.box.Release()
+	})
+}
+
+// probeBackend runs the bubblewrap probe once per agent (per connection),
+// on the agent's own PATH.
+func (h *host) probeBackend() sandbox.Probe {
+	h.probeOnce.Do(func() {
+		h.probe = sandbox.ProbeBubblewrap(os.Getenv("PATH"), func(cmd *exec.Cmd) ([]byte, error) {
+			return process.Run(cmd, sandbox.ProbeTimeout)
+		})
+	})
+	return h.probe
+}
+
+// confinement resolves a policy against this host: its home, the .git of
+// a repository holding a writable root, the agents' own directory.
+func (h *host) confinement(p *sandbox.Policy) Confinement {
+	if p == nil {
+		p = &sandbox.Policy{}
+	}
+	applied, err := p.Resolve(sandbox.Where{Home: h.home, StateDir: h.own})
+	if err != nil {
+		return Confinement{Invalid: err.Error()}
+	}
+	if applied.Mode == sandbox.Off {
+		return Confinement{Facts: sandbox.Facts{Backend: sandbox.BackendNone, Reason: "sandbox mode is off"}}
+	}
+	pr := h.probeBackend()
+	if pr.Path == "" {
+		return Confinement{Facts: sandbox.Facts{Backend: sandbox.BackendNone, Reason: pr.Reason + " on the host", Policy: &applied}}
+	}
+	return Confinement{Facts: sandbox.Facts{Backend: sandbox.BackendBubblewrap, Network: applied.Network, Policy: &applied}}
+}
+
+// confine builds a start's box and group into spec and e. A start that
+// asked for a box and cannot have one does not run at all.
+func (h *host) confine(id uint32, s StartSpec, spec *process.Spec, e *hostExec) error {
+	if s.Sandbox != nil {
+		if err := s.Sandbox.Check(); err != nil {
+			return err
+		}
+		pr := h.probeBackend()
+		if pr.Path == "" {
+			return fmt.Errorf("the command must run confined, but no sandbox backend works on the host (%s); nothing was run", pr.Reason)
+		}
+		box, err := sandbox.NewBox(pr, *s.Sandbox, "", h.exeDir)
+		if err != nil {
+			return err
+		}
+		e.box, spec.Sandbox = box, box
+	}
+	if s.Resources != nil && !s.Resources.Zero() {
+		if err := s.Resources.Check(); err != nil {
+			e.release()
+			return err
+		}
+		e.group = sandbox.NewGroup(sandbox.GroupName(strconv.FormatUint(uint64(id), 10)), *s.Resources)
+		spec.Resources = e.group
+	}
+	return nil
 }
 
 func (h *host) request(id uint32, payload []byte) {
@@ -221,8 +356,29 @@ func (h *host) request(id uint32, payload []byte) {
 		h.send(MsgReply, id, Reply{Err: "malformed request: " + err.Error()})
 		return
 	}
-	if r.Op == OpGroup {
+	switch r.Op {
+	case OpGroup:
 		h.send(MsgReply, id, groupOp(r))
+		return
+	case OpConfine:
+		c := h.confinement(r.Sandbox)
+		h.send(MsgReply, id, Reply{Confine: &c})
+		return
+	case OpRelease:
+		// The helper's settlement: nothing of the execution is alive.
+		var rep Reply
+		if e := h.exec(r.Exec); e != nil {
+			e.release()
+			rep.Limit = e.limit
+		}
+		h.send(MsgReply, id, rep)
+		return
+	case OpDenials:
+		var rep Reply
+		if r.Sandbox != nil {
+			rep.Denials = sandbox.Denials(string(r.Data), h.dir(r.Dir), *r.Sandbox)
+		}
+		h.send(MsgReply, id, rep)
 		return
 	}
 	e := h.exec(r.Exec)

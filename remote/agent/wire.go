@@ -24,6 +24,7 @@ import (
 	"sync"
 
 	"github.com/mevedel/mevedel-exec/process"
+	"github.com/mevedel/mevedel-exec/sandbox"
 )
 
 // Version is the helper's version, set by the program at start. A host
@@ -77,6 +78,12 @@ type StartSpec struct {
 	Overlay bool     `json:"overlay,omitempty"`
 	TTY     bool     `json:"tty,omitempty"`
 	Tag     string   `json:"tag,omitempty"`
+	// Sandbox, when set, is the policy as this host applies it (the
+	// answer to OpConfine): the command runs under bubblewrap or not at
+	// all.
+	Sandbox *sandbox.Policy `json:"sandbox,omitempty"`
+	// Resources, when set, are the limits of the command's group.
+	Resources *sandbox.Resources `json:"resources,omitempty"`
 }
 
 // Started answers a start: the leader's identity, or why nothing started.
@@ -84,6 +91,8 @@ type Started struct {
 	Pid   int    `json:"pid,omitempty"`
 	Start uint64 `json:"start,omitempty"`
 	Err   string `json:"err,omitempty"`
+	// Resources says how the start's limits were applied on this host.
+	Resources *sandbox.ResourceFacts `json:"resources,omitempty"`
 }
 
 // ExitStatus is how the shell ended, and whether anything of the
@@ -94,6 +103,9 @@ type ExitStatus struct {
 	Signaled bool `json:"signaled,omitempty"`
 	Signal   int  `json:"signal,omitempty"`
 	Alive    bool `json:"alive,omitempty"`
+	// Limit names the resource limit that ended the command, as the
+	// group's counters on the host tell it.
+	Limit string `json:"limit,omitempty"`
 }
 
 // Request operations.
@@ -106,6 +118,9 @@ const (
 	OpPorts   = "ports"   // Exec: the tree's listening TCP ports
 	OpClose   = "close"   // Exec: close the output; the host forgets it after its exit
 	OpGroup   = "group"   // Identity, Act (probe, signal, int), Sig: a group known by identity alone
+	OpConfine = "confine" // Sandbox: the policy resolved against this host, and whether bwrap works here
+	OpDenials = "denials" // Sandbox (applied), Dir, Data (output): the denials the output shows
+	OpRelease = "release" // Exec: remove its group and box mount points now (nothing of it is alive); Limit
 )
 
 // Request is one request to the host.
@@ -121,6 +136,9 @@ type Request struct {
 	Start uint64 `json:"start,omitempty"`
 	Tag   string `json:"tag,omitempty"`
 	TTY   bool   `json:"tty,omitempty"`
+	// OpConfine, OpDenials.
+	Sandbox *sandbox.Policy `json:"sandbox,omitempty"`
+	Dir     string          `json:"dir,omitempty"`
 }
 
 // Reply answers a request. Errno carries a system error (ESRCH from an
@@ -139,6 +157,22 @@ type Reply struct {
 	// gone or other (another process holds the pid now).
 	State  string `json:"state,omitempty"`
 	Leader string `json:"leader,omitempty"`
+	// OpConfine and OpDenials.
+	Confine *Confinement     `json:"confine,omitempty"`
+	Denials []sandbox.Denial `json:"denials,omitempty"`
+	// OpRelease: the limit that ended the command, read once all of it
+	// was gone.
+	Limit string `json:"limit,omitempty"`
+}
+
+// Confinement answers OpConfine: the policy as this host applies it (its
+// home's ~/.ssh and ~/.gnupg, the .git of a repository holding a writable
+// root) and whether bubblewrap confines here, probed once per agent.
+type Confinement struct {
+	Facts sandbox.Facts `json:"facts"`
+	// Invalid says why the policy cannot apply here (a writable root
+	// that does not exist): the start's parameters are wrong.
+	Invalid string `json:"invalid,omitempty"`
 }
 
 // Writer writes whole frames; it may be shared by goroutines.

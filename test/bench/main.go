@@ -67,7 +67,7 @@ BENCH is one of:
   waiting prompt to waitingForInput, listen() to the ready yield, and the
           CPU the detection costs with 64 live tty executions (waiting.go)
   sandbox exec/start true confined by bubblewrap (and with limits) against
-          unconfined, interleaved (sandbox.go)
+          unconfined, interleaved, here and on a private sshd (sandbox.go)
   clients two clients of the daemon: the agent's exec/observe while its command
           floods output, alone and with an observer listing (clients.go)
   all     every benchmark: spool, logs, remote, list, scale, waiting, sandbox,

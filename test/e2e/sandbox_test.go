@@ -313,29 +313,3 @@ func TestSandboxOnAMonitor(t *testing.T) {
 		t.Errorf("the monitor's command wrote outside its roots: %v", err)
 	}
 }
-
-// On an SSH target there is no confinement yet: required is refused,
-// best-effort runs and says so, limits are listed as not applied.
-func TestSandboxOnAnSSHTargetIsNotThereYet(t *testing.T) {
-	inModes(t, testSandboxOnAnSSHTargetIsNotThereYet)
-}
-
-func testSandboxOnAnSSHTargetIsNotThereYet(t *testing.T) {
-	h, srv := remoteHelper(t)
-	s, _ := openRemote(h)
-	dir := t.TempDir()
-	marker := filepath.Join(dir, "ran")
-	h.wantError("exec/start", map[string]any{"sessionId": s.id, "command": "touch " + marker, "cwd": tramp(srv, dir),
-		"sandbox": map[string]any{"mode": "required"}}, -32003, "refused")
-	if _, err := os.Stat(marker); !os.IsNotExist(err) {
-		t.Errorf("the refused remote command ran: %v", err)
-	}
-	o := s.mustStart("echo hi", map[string]any{"cwd": tramp(srv, dir), "sandbox": map[string]any{"mode": "best-effort"},
-		"resources": map[string]any{"memoryBytes": 1 << 30}})
-	if f := o.Facts.Sandbox; f == nil || f.Backend != sandbox.BackendNone || !strings.Contains(f.Reason, "SSH") {
-		t.Errorf("facts.sandbox %+v", f)
-	}
-	if r := o.Facts.Resources; r == nil || r.NotApplied[sandbox.LimitMemory] == "" || len(r.Applied) != 0 {
-		t.Errorf("facts.resources %+v", r)
-	}
-}

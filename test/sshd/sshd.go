@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -40,6 +41,7 @@ type Server struct {
 	ClientKey          string // path of the client's private key
 
 	dir  string
+	env  []string // more KEY=value for every session (SetEnv)
 	cmd  *exec.Cmd
 	done chan struct{} // closed once, when sshd has been waited for
 	err  error         // set before done is closed
@@ -52,7 +54,15 @@ type Server struct {
 // teardown with t.Cleanup.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s, err := Launch(t.TempDir())
+	return StartEnv(t)
+}
+
+// StartEnv is Start with env (KEY=value, no spaces or quotes) set in
+// every session on the host, after sshd's own: a PATH there replaces
+// sshd's default.
+func StartEnv(t testing.TB, env ...string) *Server {
+	t.Helper()
+	s, err := launch(t.TempDir(), env)
 	if err != nil {
 		t.Fatalf("sshd: %v", err)
 	}
@@ -63,7 +73,9 @@ func Start(t testing.TB) *Server {
 // Launch starts sshd with its keys, configuration and the client's HOME
 // in dir, which must exist and stay until Stop; a program (the
 // benchmark) uses it where a test uses Start. The caller must Stop it.
-func Launch(dir string) (*Server, error) {
+func Launch(dir string) (*Server, error) { return launch(dir, nil) }
+
+func launch(dir string, env []string) (*Server, error) {
 	if _, err := os.Stat(Binary); err != nil {
 		return nil, fmt.Errorf("%s not found (%v): run scripts/setup.sh", Binary, err)
 	}
@@ -79,7 +91,7 @@ func Launch(dir string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("current user: %w", err)
 	}
-	s := &Server{User: u.Username, dir: dir, Home: filepath.Join(dir, "home"), HostHome: filepath.Join(dir, "hosthome")}
+	s := &Server{User: u.Username, dir: dir, env: env, Home: filepath.Join(dir, "home"), HostHome: filepath.Join(dir, "hosthome")}
 	hostKey := filepath.Join(dir, "ssh_host_ed25519_key")
 	s.ClientKey = filepath.Join(dir, "client_ed25519")
 	for _, k := range []string{hostKey, s.ClientKey} {
@@ -159,9 +171,9 @@ PasswordAuthentication no
 KbdInteractiveAuthentication no
 UsePAM no
 Subsystem sftp internal-sftp
-SetEnv SHLVL=1 HOME=%s
+SetEnv SHLVL=1 HOME=%s%s
 LogLevel ERROR
-`, port, hostKey, filepath.Join(s.dir, "sshd.pid"), authorized, s.HostHome)
+`, port, hostKey, filepath.Join(s.dir, "sshd.pid"), authorized, s.HostHome, strings.Join(append([]string{""}, s.env...), " "))
 	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
 		return err
 	}
