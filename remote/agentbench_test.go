@@ -158,3 +158,44 @@ func reportCPU(b *testing.B, p *Pool, s *sshd.Server, here0 time.Duration, mib f
 	b.ReportMetric(float64(here.Microseconds())/1000/mib, "helper-cpu-ms/MiB")
 	b.ReportMetric(float64(host.Microseconds())/1000/mib, "host-cpu-ms/MiB")
 }
+
+// BenchmarkAgentRequest is one request's round trip to the host agent
+// (whether a live command is alive).
+func BenchmarkAgentRequest(b *testing.B) {
+	p, _ := agentPool(b)
+	proc, err := Runner{Pool: p, Target: target("")}.Start(b.Context(), process.Spec{Command: "exec sleep 1000", Tag: "MEVEDEL_EXEC_TAG=bench-agent"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		_ = proc.Signal(syscall.SIGKILL)
+		_, _ = proc.Wait()
+		_ = proc.CloseOutput()
+	}()
+	for b.Loop() {
+		if !proc.Alive() {
+			b.Fatal("not alive")
+		}
+	}
+}
+
+// BenchmarkLocalStartTrue is `true` started here by the local runner, the
+// agent's own code: the floor of BenchmarkAgentStartTrue, less a round
+// trip.
+func BenchmarkLocalStartTrue(b *testing.B) {
+	dir := b.TempDir()
+	for b.Loop() {
+		var l process.Local
+		proc, err := l.Start(b.Context(), process.Spec{Command: "true", Dir: dir, Env: []string{"PATH=/usr/bin:/bin"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.Copy(io.Discard, proc.Output()); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := proc.Wait(); err != nil {
+			b.Fatal(err)
+		}
+		_ = proc.CloseOutput()
+	}
+}

@@ -72,7 +72,8 @@ type hostExec struct {
 	cond   *sync.Cond // on mu: credit came, or the output was closed
 	credit int64      // guarded by mu; output bytes the helper can take
 	closed bool       // guarded by mu; OpClose came
-	exited bool       // guarded by mu; the exit frame is out
+	exited bool       // guarded by mu; the exit status is known (its frame is out or on its way)
+	ended  bool       // guarded by mu; the output ended before the exit: its EOF frame goes with the exit's
 }
 
 // Serve runs the agent on one stream pair until in ends.
@@ -176,11 +177,17 @@ func (h *host) start(id uint32, payload []byte) {
 	h.wg.Go(func() {
 		ex, _ := proc.Wait()
 		st := ExitStatus{Code: ex.Code, Signaled: ex.Signaled, Signal: int(ex.Signal), Alive: proc.Alive()}
-		h.send(MsgExit, id, st)
+		b, _ := json.Marshal(st)
 		e.mu.Lock()
+		withEOF := e.ended
 		e.exited = true
 		done := e.closed
 		e.mu.Unlock()
+		if withEOF {
+			_ = h.w.WriteAll(Frame{Type: MsgEOF, ID: id}, Frame{Type: MsgExit, ID: id, Payload: b})
+		} else {
+			_ = h.w.Write(MsgExit, id, b)
+		}
 		if done {
 			h.forget(id)
 		}
@@ -240,7 +247,15 @@ func (h *host) copyOutput(id uint32, e *hostExec) {
 			break
 		}
 	}
-	_ = h.w.Write(MsgEOF, id, nil)
+	// Output ends as the command exits, as a rule: the end goes out with
+	// the exit status, in one write, unless that went first.
+	e.mu.Lock()
+	e.ended = !e.exited
+	exited := e.exited
+	e.mu.Unlock()
+	if exited {
+		_ = h.w.Write(MsgEOF, id, nil)
+	}
 }
 
 // spliceOutput sends at most n bytes of the output in one frame without

@@ -176,6 +176,23 @@ func (w *Writer) Write(typ byte, id uint32, payload []byte) error {
 	return err
 }
 
+// WriteAll sends small frames in one write: over SSH one packet, and one
+// wakeup of the reader.
+func (w *Writer) WriteAll(frames ...Frame) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = w.buf[:0]
+	for _, f := range frames {
+		w.buf = append(w.buf, f.Type, 0, 0, 0, 0, 0, 0, 0, 0)
+		h := w.buf[len(w.buf)-headerSize:]
+		binary.BigEndian.PutUint32(h[1:], f.ID)
+		binary.BigEndian.PutUint32(h[5:], uint32(len(f.Payload)))
+		w.buf = append(w.buf, f.Payload...)
+	}
+	_, err := w.w.Write(w.buf)
+	return err
+}
+
 // WriteFrom sends a frame of n bytes that fill puts on the stream itself
 // (the host agent splices output from a pipe): the header, then fill,
 // with no other frame between them. fill must write exactly n bytes or
