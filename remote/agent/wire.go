@@ -279,7 +279,10 @@ func (r *Reader) Next() (Frame, error) {
 	} else {
 		f.Payload = make([]byte, n)
 	}
-	k, _ := r.br.Read(f.Payload[:min(n, r.br.Buffered())])
+	k := 0
+	if b := min(n, r.br.Buffered()); b > 0 {
+		k, _ = r.br.Read(f.Payload[:b])
+	}
 	var err error
 	if n-k <= smallFrame {
 		_, err = io.ReadFull(r.br, f.Payload[k:])
