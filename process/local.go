@@ -167,6 +167,15 @@ func (p *localProcess) Pgid() int           { return p.pid }
 func (p *localProcess) LeaderStart() uint64 { return p.start }
 func (p *localProcess) Output() io.Reader   { return ptyReader{p.out} }
 
+// OutputPipe is the output's pipe (nil for a terminal): the host agent
+// splices from it rather than reading it through Output.
+func (p *localProcess) OutputPipe() *os.File {
+	if p.tty {
+		return nil
+	}
+	return p.out
+}
+
 func (p *localProcess) Wait() (Exit, error) {
 	st := p.child.wait()
 	if st.Signaled() {

@@ -25,7 +25,7 @@ type agentClient struct {
 	conn   *conn    // immutable
 	target resolved // immutable
 	ch     ssh.Channel
-	br     *bufio.Reader
+	fr     *agent.Reader
 	w      *agent.Writer
 
 	dead    chan struct{} // closed once, when the channel is gone
@@ -39,7 +39,8 @@ type agentClient struct {
 }
 
 func newAgentClient(c *conn, r resolved, ch ssh.Channel, br *bufio.Reader) *agentClient {
-	return &agentClient{conn: c, target: r, ch: ch, br: br, w: agent.NewWriter(ch), dead: make(chan struct{}),
+	buffered, _ := br.Peek(br.Buffered())
+	return &agentClient{conn: c, target: r, ch: ch, fr: agent.NewReader(buffered, ch), w: agent.NewWriter(ch), dead: make(chan struct{}),
 		execs: map[uint32]*agentProcess{}, starts: map[uint32]chan agent.Started{}, reqs: map[uint32]chan agent.Reply{}}
 }
 
@@ -58,7 +59,7 @@ func (cl *agentClient) read() {
 	var err error
 	for {
 		var f agent.Frame
-		if f, err = agent.ReadFrame(cl.br); err != nil {
+		if f, err = cl.fr.Next(); err != nil {
 			break
 		}
 		if err = cl.dispatch(f); err != nil {
@@ -102,6 +103,8 @@ func (cl *agentClient) dispatch(f agent.Frame) error {
 	case agent.MsgOutput:
 		if ap != nil {
 			ap.push(f.Payload)
+		} else {
+			agent.Release(f.Payload)
 		}
 	case agent.MsgEOF:
 		if ap != nil {
@@ -272,7 +275,8 @@ type agentProcess struct {
 
 	mu       sync.Mutex
 	cond     *sync.Cond // on mu: output came, or ended
-	chunks   [][]byte   // guarded by mu; output not read yet
+	chunks   [][]byte   // guarded by mu; output not read yet, in buffers from agent.OutputBuffer
+	off      int        // guarded by mu; what was read of chunks[0]
 	eof      bool       // guarded by mu
 	consumed int        // guarded by mu; read since the last credit
 	closed   bool       // guarded by mu; CloseOutput was called
@@ -290,9 +294,13 @@ var _ process.Process = (*agentProcess)(nil)
 
 func (ap *agentProcess) push(b []byte) {
 	ap.mu.Lock()
-	if !ap.closed {
+	if ap.closed {
+		agent.Release(b)
+	} else {
+		if len(ap.chunks) == 0 {
+			ap.cond.Broadcast() // only an empty queue has a reader waiting
+		}
 		ap.chunks = append(ap.chunks, b)
-		ap.cond.Broadcast()
 	}
 	ap.mu.Unlock()
 }
@@ -342,13 +350,14 @@ func (r agentOutput) Read(b []byte) (int, error) {
 	}
 	n := 0
 	for n < len(b) && len(ap.chunks) > 0 {
-		k := copy(b[n:], ap.chunks[0])
+		k := copy(b[n:], ap.chunks[0][ap.off:])
 		n += k
-		if k == len(ap.chunks[0]) {
+		ap.off += k
+		if ap.off == len(ap.chunks[0]) {
+			agent.Release(ap.chunks[0])
 			ap.chunks[0] = nil
 			ap.chunks = ap.chunks[1:]
-		} else {
-			ap.chunks[0] = ap.chunks[0][k:]
+			ap.off = 0
 		}
 	}
 	ap.consumed += n
@@ -468,7 +477,10 @@ func (ap *agentProcess) CloseOutput() error {
 	ap.closeOnce.Do(func() {
 		ap.mu.Lock()
 		ap.closed = true
-		ap.chunks = nil
+		for _, c := range ap.chunks {
+			agent.Release(c)
+		}
+		ap.chunks, ap.off = nil, 0
 		ap.cond.Broadcast()
 		ap.mu.Unlock()
 		ap.cl.conn.pool.spawn(func() {

@@ -146,7 +146,7 @@ func (s *Spool) Write(p []byte) (int, error) {
 		if len(p) == 0 {
 			return 0, nil
 		}
-		n, err := s.wf.Write(p)
+		n, err := s.writeFile(p)
 		s.commit(p[:n])
 		if err != nil {
 			return n, s.fail("write", err)
@@ -154,6 +154,24 @@ func (s *Spool) Write(p []byte) (int, error) {
 		return n, nil
 	}
 	return s.overflow(p, room)
+}
+
+// writePiece is the largest write(2) of the log. Buffered writes of 128
+// KiB and more cost the kernel many times the CPU of the same bytes in 64
+// KiB writes (a 6.18 kernel on ext4: 2.3 s against 0.09 s for 256 MiB in
+// 256 KiB writes), which the output's reads of up to 256 KiB would pay.
+const writePiece = 64 << 10
+
+func (s *Spool) writeFile(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		k, err := s.wf.Write(p[n:min(len(p), n+writePiece)])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // overflow handles the write that crosses the limit: keep p[:room], minus an
@@ -167,7 +185,7 @@ func (s *Spool) overflow(p []byte, room int64) (int, error) {
 	if cut <= len(keep) {
 		w := keep[:len(keep)-cut]
 		if len(w) > 0 {
-			n, err := s.wf.Write(w)
+			n, err := s.writeFile(w)
 			s.commit(w[:n])
 			if err != nil {
 				return n, s.fail("write", err)

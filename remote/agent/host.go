@@ -69,6 +69,10 @@ type host struct {
 	probeOnce sync.Once
 	probe     sandbox.Probe // set by probeOnce
 
+	// spliceTo is the channel's pipe (the agent's stdout), which pipe-mode
+	// output is spliced to; -1 when out is not a pipe.
+	spliceTo int
+
 	mu    sync.Mutex
 	execs map[uint32]*hostExec // guarded by mu
 	wg    sync.WaitGroup       // starts and requests in flight
@@ -90,12 +94,21 @@ type hostExec struct {
 	cond   *sync.Cond // on mu: credit came, or the output was closed
 	credit int64      // guarded by mu; output bytes the helper can take
 	closed bool       // guarded by mu; OpClose came
-	exited bool       // guarded by mu; the exit frame is out
+	exited bool       // guarded by mu; the exit status is known (its frame is out or on its way)
+	ended  bool       // guarded by mu; the output ended before the exit: its EOF frame goes with the exit's
 }
 
 // Serve runs the agent on one stream pair until in ends.
 func Serve(in io.Reader, out io.Writer) error {
-	h := &host{w: NewWriter(out), execs: map[uint32]*hostExec{}}
+	h := &host{w: NewWriter(out), execs: map[uint32]*hostExec{}, spliceTo: -1}
+	if f, ok := out.(*os.File); ok {
+		var st unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO {
+			h.spliceTo = int(f.Fd())
+			// Room for a whole frame: the agent moves on while sshd sends.
+			_, _ = unix.FcntlInt(f.Fd(), unix.F_SETPIPE_SZ, ChunkSize)
+		}
+	}
 	h.home, _ = os.UserHomeDir()
 	if exe, err := os.Executable(); err == nil {
 		h.exeDir = filepath.Dir(exe)
@@ -210,11 +223,17 @@ func (h *host) start(id uint32, payload []byte) {
 		// Read as the shell ends: the group's counters already hold what
 		// ended it.
 		st.Limit = e.group.LimitHit(ex.Code, ex.Signaled, ex.Signal, e.box != nil)
-		h.send(MsgExit, id, st)
+		b, _ := json.Marshal(st)
 		e.mu.Lock()
+		withEOF := e.ended
 		e.exited = true
 		done := e.closed
 		e.mu.Unlock()
+		if withEOF {
+			_ = h.w.WriteAll(Frame{Type: MsgEOF, ID: id}, Frame{Type: MsgExit, ID: id, Payload: b})
+		} else {
+			_ = h.w.Write(MsgExit, id, b)
+		}
 		if done {
 			h.forget(id)
 		}
@@ -225,33 +244,129 @@ func (h *host) start(id uint32, payload []byte) {
 // credit it stops reading, and the command blocks on a full pipe as it
 // would on a slow local reader.
 func (h *host) copyOutput(id uint32, e *hostExec) {
-	buf := make([]byte, ChunkSize)
 	r := e.proc.Output()
+	var rc syscall.RawConn
+	if p, ok := e.proc.(interface{ OutputPipe() *os.File }); ok && h.spliceTo >= 0 {
+		if f := p.OutputPipe(); f != nil {
+			rc, _ = f.SyscallConn()
+		}
+	}
+	var buf []byte
+	if rc != nil {
+		buf = make([]byte, 64<<10) // only for what comes while the pipe looks empty
+	} else {
+		buf = make([]byte, ChunkSize)
+	}
 	for {
 		e.mu.Lock()
 		for e.credit <= 0 && !e.closed {
 			e.cond.Wait()
 		}
-		n := int(min(e.credit, int64(len(buf))))
+		n := int(min(e.credit, ChunkSize))
 		closed := e.closed
 		e.mu.Unlock()
 		if closed {
-			n = len(buf) // drain: the helper no longer reads
+			// The helper no longer reads: drain, so the command never
+			// blocks on its output.
+			_, _ = io.CopyBuffer(io.Discard, r, buf[:cap(buf)])
+			break
 		}
-		k, err := r.Read(buf[:n])
-		if k > 0 && !closed {
+		var k int
+		var rerr, werr error
+		if rc != nil {
+			k, rerr, werr = h.spliceOutput(id, rc, n, buf)
+		} else {
+			k, rerr = r.Read(buf[:min(n, len(buf))])
+			if k > 0 {
+				werr = h.w.Write(MsgOutput, id, buf[:k])
+			}
+		}
+		if werr != nil {
+			return // the channel is gone
+		}
+		if k > 0 {
 			e.mu.Lock()
 			e.credit -= int64(k)
 			e.mu.Unlock()
-			if h.w.Write(MsgOutput, id, buf[:k]) != nil {
-				return
-			}
 		}
-		if err != nil {
-			_ = h.w.Write(MsgEOF, id, nil)
-			return
+		if rerr != nil {
+			break
 		}
 	}
+	// Output ends as the command exits, as a rule: the end goes out with
+	// the exit status, in one write, unless that went first.
+	e.mu.Lock()
+	e.ended = !e.exited
+	exited := e.exited
+	e.mu.Unlock()
+	if exited {
+		_ = h.w.Write(MsgEOF, id, nil)
+	}
+}
+
+// spliceOutput sends at most n bytes of the output in one frame without
+// copying them through this process: the frame's length is what the pipe
+// holds (FIONREAD, and only this process reads it), its header goes
+// first, then splice(2) moves the bytes from the command's pipe to the
+// channel's. A pipe that looks empty is read (into buf) instead, which
+// tells its end from nothing yet.
+func (h *host) spliceOutput(id uint32, rc syscall.RawConn, n int, buf []byte) (sent int, rerr, werr error) {
+	var avail, k int
+	err := rc.Read(func(fd uintptr) bool {
+		if avail, rerr = unix.IoctlGetInt(int(fd), unix.TIOCINQ); rerr != nil || avail > 0 {
+			return true
+		}
+		for {
+			k, rerr = unix.Read(int(fd), buf[:min(n, len(buf))])
+			if rerr != unix.EINTR {
+				break
+			}
+		}
+		return rerr != unix.EAGAIN
+	})
+	switch {
+	case err != nil: // closed by OpClose
+		return 0, io.EOF, nil
+	case rerr != nil:
+		return 0, rerr, nil
+	case avail == 0 && k <= 0:
+		return 0, io.EOF, nil
+	case avail == 0:
+		return k, nil, h.w.Write(MsgOutput, id, buf[:k])
+	}
+	m := min(avail, n)
+	werr = h.w.WriteFrom(MsgOutput, id, m, func() error {
+		var serr error
+		err := rc.Control(func(fd uintptr) { serr = splice(int(fd), h.spliceTo, m) })
+		if err != nil {
+			return err
+		}
+		return serr
+	})
+	return m, nil, werr
+}
+
+// splice moves exactly n bytes from the pipe in (non-blocking, holding
+// at least n) to out, waiting while out is full.
+func splice(in, out, n int) error {
+	for n > 0 {
+		k, err := unix.Splice(in, nil, out, nil, n, unix.SPLICE_F_MOVE)
+		switch {
+		case err == unix.EINTR:
+		case err == unix.EAGAIN: // out is full
+			fds := []unix.PollFd{{Fd: int32(out), Events: unix.POLLOUT}}
+			if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
+				return err
+			}
+		case err != nil:
+			return err
+		case k == 0:
+			return io.ErrUnexpectedEOF
+		default:
+			n -= int(k)
+		}
+	}
+	return nil
 }
 
 // forget drops an execution that has exited and whose output the helper

@@ -17,6 +17,7 @@ package agent
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -64,7 +65,7 @@ const Window = 8 << 20
 
 // ChunkSize is the largest output frame: small enough that a reply or an
 // exit behind it waits little.
-const ChunkSize = 256 << 10
+const ChunkSize = 1 << 20
 
 // StartSpec is a command to start. Dir is absolute, "~", "~/...",
 // relative to the home directory, or empty for the home directory. Env
@@ -185,17 +186,19 @@ type Writer struct {
 // NewWriter returns a Writer on w.
 func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
 
-// Write sends one frame. A small frame goes out in one write.
+// inlineMax is the largest payload copied behind its header, so that the
+// frame is one write (over SSH, one packet rather than two).
+const inlineMax = 64 << 10
+
+// Write sends one frame.
 func (w *Writer) Write(typ byte, id uint32, payload []byte) error {
 	if len(payload) > MaxPayload {
 		return fmt.Errorf("agent: frame of %d bytes", len(payload))
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.buf = append(w.buf[:0], typ, 0, 0, 0, 0, 0, 0, 0, 0)
-	binary.BigEndian.PutUint32(w.buf[1:], id)
-	binary.BigEndian.PutUint32(w.buf[5:], uint32(len(payload)))
-	if len(payload) <= 4<<10 {
+	w.header(typ, id, len(payload))
+	if len(payload) <= inlineMax {
 		w.buf = append(w.buf, payload...)
 		_, err := w.w.Write(w.buf)
 		return err
@@ -205,6 +208,43 @@ func (w *Writer) Write(typ byte, id uint32, payload []byte) error {
 	}
 	_, err := w.w.Write(payload)
 	return err
+}
+
+// WriteAll sends small frames in one write: over SSH one packet, and one
+// wakeup of the reader.
+func (w *Writer) WriteAll(frames ...Frame) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = w.buf[:0]
+	for _, f := range frames {
+		w.buf = append(w.buf, f.Type, 0, 0, 0, 0, 0, 0, 0, 0)
+		h := w.buf[len(w.buf)-headerSize:]
+		binary.BigEndian.PutUint32(h[1:], f.ID)
+		binary.BigEndian.PutUint32(h[5:], uint32(len(f.Payload)))
+		w.buf = append(w.buf, f.Payload...)
+	}
+	_, err := w.w.Write(w.buf)
+	return err
+}
+
+// WriteFrom sends a frame of n bytes that fill puts on the stream itself
+// (the host agent splices output from a pipe): the header, then fill,
+// with no other frame between them. fill must write exactly n bytes or
+// fail; after a failure the stream is broken.
+func (w *Writer) WriteFrom(typ byte, id uint32, n int, fill func() error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.header(typ, id, n)
+	if _, err := w.w.Write(w.buf); err != nil {
+		return err
+	}
+	return fill()
+}
+
+func (w *Writer) header(typ byte, id uint32, n int) {
+	w.buf = append(w.buf[:0], typ, 0, 0, 0, 0, 0, 0, 0, 0)
+	binary.BigEndian.PutUint32(w.buf[1:], id)
+	binary.BigEndian.PutUint32(w.buf[5:], uint32(n))
 }
 
 // Frame is one frame read.
@@ -232,6 +272,99 @@ func ReadFrame(r *bufio.Reader) (Frame, error) {
 		return Frame{}, err
 	}
 	return f, nil
+}
+
+// Reader reads frames as the helper takes them: an output frame's
+// payload goes from the stream straight into a pooled buffer (Release
+// gives it back), without passing through the reader's own buffer; the
+// headers and small frames come through that buffer, many in one read.
+type Reader struct {
+	br  *bufio.Reader
+	raw io.Reader // the stream after what br holds
+}
+
+// smallFrame is the largest payload read through the buffer.
+const smallFrame = 4 << 10
+
+// NewReader reads frames from r, which follows buffered (what an earlier
+// reader of the same stream took but did not use).
+func NewReader(buffered []byte, r io.Reader) *Reader {
+	raw := r
+	if len(buffered) > 0 {
+		raw = io.MultiReader(bytes.NewReader(bytes.Clone(buffered)), r)
+	}
+	return &Reader{br: bufio.NewReaderSize(raw, 16<<10), raw: raw}
+}
+
+// Next reads the next frame. An output frame's payload is a buffer from
+// OutputBuffer; any other's a fresh slice.
+func (r *Reader) Next() (Frame, error) {
+	var h [headerSize]byte
+	if _, err := io.ReadFull(r.br, h[:]); err != nil {
+		return Frame{}, err
+	}
+	n := int(binary.BigEndian.Uint32(h[5:]))
+	if n > MaxPayload {
+		return Frame{}, fmt.Errorf("agent: frame of %d bytes", n)
+	}
+	f := Frame{Type: h[0], ID: binary.BigEndian.Uint32(h[1:])}
+	if f.Type == MsgOutput {
+		f.Payload = OutputBuffer(n)
+	} else {
+		f.Payload = make([]byte, n)
+	}
+	k := 0
+	if b := min(n, r.br.Buffered()); b > 0 {
+		k, _ = r.br.Read(f.Payload[:b])
+	}
+	var err error
+	if n-k <= smallFrame {
+		_, err = io.ReadFull(r.br, f.Payload[k:])
+	} else {
+		_, err = io.ReadFull(r.raw, f.Payload[k:])
+	}
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return Frame{}, err
+	}
+	return f, nil
+}
+
+// Output buffers come in sizes of 4 KiB times a power of four, up to
+// ChunkSize: a frame takes at most four times its size while queued, and
+// a stream of output allocates nothing once its buffers come back.
+var outputPools [6]sync.Pool
+
+func outputClass(n int) int {
+	c, size := 0, 4<<10
+	for size < n {
+		c, size = c+1, size*4
+	}
+	return c
+}
+
+// OutputBuffer returns a buffer of n bytes for an output frame.
+func OutputBuffer(n int) []byte {
+	c := outputClass(n)
+	if c >= len(outputPools) {
+		return make([]byte, n)
+	}
+	if b, ok := outputPools[c].Get().(*[]byte); ok {
+		return (*b)[:n]
+	}
+	return make([]byte, n, (4<<10)<<(2*c))
+}
+
+// Release gives back a buffer from OutputBuffer once nothing refers to
+// it.
+func Release(b []byte) {
+	c := outputClass(cap(b))
+	if c < len(outputPools) && cap(b) == (4<<10)<<(2*c) {
+		b = b[:0]
+		outputPools[c].Put(&b)
+	}
 }
 
 // Credit is a credit frame's payload.

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -153,5 +155,81 @@ func TestRemoteAgentStopsEnvClearedDaemon(t *testing.T) {
 	}
 	if !testsupport.WaitGone(daemon, waitBound) {
 		t.Fatalf("the daemon %d survived its execution's stop: %+v", daemon, stopped.Facts)
+	}
+}
+
+// wchar is how many bytes pid has written so far (/proc/PID/io).
+func wchar(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "io"))
+	if err != nil {
+		t.Fatalf("flooder's io: %v", err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "wchar: "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	t.Fatalf("no wchar in %q", b)
+	return 0
+}
+
+// One command flooding its output does not hold up the others on the
+// same host agent's channel: while it floods (past its output limit,
+// ignoring SIGTERM, so the helper keeps taking its output at full rate),
+// another command's typed input comes back and a third one's stop ends
+// it.
+func TestRemoteAgentFloodDoesNotStarveOthers(t *testing.T) {
+	h, srv := remoteHelper(t)
+	art := filepath.Join(t.TempDir(), "artifacts")
+	s := openWith(h, map[string]any{"remoteArtifactDir": art,
+		"limits": map[string]any{"outputLimitBytes": 1 << 20, "graceMs": 60000}})
+	cwd := tramp(srv, t.TempDir())
+
+	flood := s.mustStart(`trap '' TERM; exec cat /dev/zero`, map[string]any{"cwd": cwd, "yieldMs": 0})
+	if f := flood.Facts; f.RemoteMode != remote.ModeAgent {
+		t.Fatalf("flood facts: %+v", f)
+	}
+	pid := flood.Facts.Pid
+	killed := false
+	defer func() {
+		if !killed { // a failure before the end: the flood ignores the helper's SIGTERM
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}()
+	if !testsupport.Poll(waitBound, func() bool { return wchar(t, pid) >= 16<<20 }) {
+		t.Fatalf("the flood did not get going: %d bytes written", wchar(t, pid))
+	}
+
+	// Input to a terminal on the same channel.
+	o := s.mustStart(`echo ready; read -r line; echo "got:$line"`, map[string]any{"cwd": cwd, "yieldMs": 0, "tty": true})
+	s.observeUntil(o, "ready")
+	typed := s.mustObserve(o.Facts.ExecutionID, map[string]any{"chars": "hello\n"})
+	out, final := s.waitFinal(o.Facts.ExecutionID, nil)
+	if !strings.Contains(typed.Output+out, "got:hello") || final.Facts.Termination != execution.Exited {
+		t.Fatalf("input during the flood: %q %+v", typed.Output+out, final.Facts)
+	}
+
+	// A stop on the same channel.
+	o = s.mustStart("echo ready; exec sleep 1000", map[string]any{"cwd": cwd, "yieldMs": 0})
+	s.observeUntil(o, "ready")
+	h.mustCall("exec/stop", map[string]any{"sessionId": s.id, "executionId": o.Facts.ExecutionID}, nil)
+	if _, final := s.waitFinal(o.Facts.ExecutionID, nil); final.Facts.Termination != execution.Stopped {
+		t.Fatalf("stop during the flood: %+v", final.Facts)
+	}
+
+	// The flood went on all along, and still does: its output is taken.
+	w := wchar(t, pid)
+	if !testsupport.Poll(waitBound, func() bool { return wchar(t, pid) >= w+32<<20 }) {
+		t.Fatalf("the flood stalled: %d bytes written, %d before", wchar(t, pid), w)
+	}
+	if fo := s.mustObserve(flood.Facts.ExecutionID, nil); fo.Final {
+		t.Fatalf("the flood ended early: %+v", fo.Facts)
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	killed = true
+	if _, final := s.waitFinal(flood.Facts.ExecutionID, nil); final.Facts.Termination != execution.OutputLimit {
+		t.Fatalf("flood: %+v", final.Facts)
 	}
 }
