@@ -136,8 +136,10 @@ SEEN is bound to the function of
          (mevedel-execution-test--with-helper ,var
            (mevedel-execution-mailbox-test--call-recording
             (lambda (,seen) (ignore ,seen) ,@body)))
+       ;; Gone already when made below the fixture's temporary root.
        (dolist (dir mevedel-execution-mailbox-test--gates)
-         (delete-directory dir t)))))
+         (when (file-directory-p dir)
+           (delete-directory dir t))))))
 
 (defun mevedel-execution-mailbox-test--acks-of (seen delivery-id)
   "Return the errors of the acks SEEN sent for DELIVERY-ID (nil = durable)."

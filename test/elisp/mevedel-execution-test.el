@@ -33,8 +33,11 @@
 
 (defun mevedel-execution-test--call-with-helper (fn)
   "Call FN with a session on a fresh helper; tear everything down after.
-The helper gets a private HOME, so no user profile runs."
-  (let* ((home (make-temp-file "mevedel-ert-home-" t))
+The helper gets a private HOME, so no user profile runs.  Every
+temporary file the test makes goes below one directory, removed after."
+  (let* ((root (make-temp-file "mevedel-ert-" t))
+         (temporary-file-directory (file-name-as-directory root))
+         (home (make-temp-file "mevedel-ert-home-" t))
          (state (make-temp-file "mevedel-ert-state-" t))
          (process-environment (append (list (concat "HOME=" home)) process-environment))
          (mevedel-execution-program mevedel-execution-test--program)
@@ -47,8 +50,7 @@ The helper gets a private HOME, so no user profile runs."
         (funcall fn (mevedel-execution-open-session
                      (format "ert-%d" (random 1000000)) state mevedel-execution-test--limits))
       (mevedel-execution-teardown-all)
-      (delete-directory home t)
-      (delete-directory state t))))
+      (delete-directory root t))))
 
 (defmacro mevedel-execution-test--with-helper (var &rest body)
   "Run BODY with VAR bound to a session on a fresh helper."
