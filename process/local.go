@@ -198,8 +198,12 @@ func (p *localProcess) Exited() bool {
 }
 
 func (p *localProcess) Signal(sig syscall.Signal) error {
+	// The members first, while the shell still links its descendants: one
+	// that left the group and its environment is found through its
+	// parents, which the group's signal may kill before a scan after it.
+	members := p.tree.Members()
 	_ = unix.Kill(-p.pid, sig)
-	for _, m := range p.tree.Members() {
+	for _, m := range members {
 		_ = unix.Kill(m.Pid, sig)
 		if sig == unix.SIGTERM {
 			// A stopped process acts on TERM only once continued.
