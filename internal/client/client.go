@@ -164,6 +164,7 @@ type Handler func(*Client, Notification)
 // Client is one connection to a helper.
 type Client struct {
 	conn  *jsonrpc2.Conn
+	st    *stream
 	child *Child // nil when dialled
 }
 
@@ -176,6 +177,7 @@ func Start(o Options, h Handler) (*Client, error) {
 	}
 	c := &Client{child: child}
 	st := newStream(pipes{child.stdout, child.stdin})
+	c.st = st
 	c.conn = jsonrpc2.NewConn(context.Background(), st, c.handler(h), st.attach())
 	return c, nil
 }
@@ -190,6 +192,7 @@ func Dial(ctx context.Context, path string, h Handler) (*Client, error) {
 	}
 	c := &Client{}
 	st := newStream(nc)
+	c.st = st
 	c.conn = jsonrpc2.NewConn(context.Background(), st, c.handler(h), st.attach(),
 		// Socket clients drop connections on purpose (a reattaching
 		// client): a reply to a request cut off by the drop, or the read
@@ -225,12 +228,24 @@ func (f handlerFunc) Handle(ctx context.Context, conn *jsonrpc2.Conn, r *jsonrpc
 // Call sends a request and decodes its result into result (which may be
 // nil). An error answer is a *jsonrpc2.Error; opts can pick the id.
 func (c *Client) Call(ctx context.Context, method string, params, result any, opts ...jsonrpc2.CallOption) error {
-	return c.conn.Call(ctx, method, params, result, opts...)
+	return c.refusedOr(c.conn.Call(ctx, method, params, result, opts...))
 }
 
 // Dispatch sends a request and returns at once; the Waiter gets its reply.
 func (c *Client) Dispatch(ctx context.Context, method string, params any, opts ...jsonrpc2.CallOption) (jsonrpc2.Waiter, error) {
-	return c.conn.DispatchCall(ctx, method, params, opts...)
+	w, err := c.conn.DispatchCall(ctx, method, params, opts...)
+	return w, c.refusedOr(err)
+}
+
+// refusedOr is err, or, when the helper refused this connection, the
+// refusal: a request cut off by the close that follows it says why.
+func (c *Client) refusedOr(err error) error {
+	if err != nil && c.st != nil {
+		if r := c.st.refusal(); r != nil {
+			return r
+		}
+	}
+	return err
 }
 
 // Notify sends a notification ($/cancelRequest, say).

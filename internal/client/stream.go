@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sourcegraph/jsonrpc2"
 )
@@ -25,6 +26,25 @@ type stream struct {
 	wmu sync.Mutex
 
 	raw *json.RawMessage // read loop only: the value of the message just read
+
+	refused atomic.Pointer[Refused] // set once the helper refused the connection
+}
+
+// Refused is a helper's refusal of a connection (another uid, a second
+// client of `serve --listen`): an error response with a null id, which
+// answers no request, and then the end of the connection.
+type Refused struct {
+	Code    int64
+	Message string
+}
+
+func (r *Refused) Error() string { return "the helper refused the connection: " + r.Message }
+
+func (s *stream) refusal() error {
+	if r := s.refused.Load(); r != nil {
+		return r
+	}
+	return nil
 }
 
 func newStream(rwc io.ReadWriteCloser) *stream {
@@ -78,6 +98,15 @@ func (s *stream) ReadObject(v any) error {
 	}
 	if err := json.Unmarshal(body, &m); err != nil {
 		return err
+	}
+	if m.Method == nil && len(m.Error) > 0 && string(m.Error) != "null" && (len(m.ID) == 0 || string(m.ID) == "null") {
+		// Kept for the calls the close cuts off; the read ends here.
+		r := &Refused{}
+		if err := json.Unmarshal(m.Error, r); err != nil || r.Message == "" {
+			r.Message = string(m.Error)
+		}
+		s.refused.Store(r)
+		return r
 	}
 	env := map[string]json.RawMessage{"jsonrpc": json.RawMessage(`"2.0"`)}
 	if len(m.ID) > 0 {

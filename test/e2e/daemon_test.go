@@ -1,18 +1,14 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -641,39 +637,19 @@ func dialAs(t *testing.T, sock string, uid uint32) string {
 	return string(out)
 }
 
-// dialMain is the bare client of dialAs. It reads the daemon's first
-// frame itself: a refusal is an error response with a null id, which a
-// JSON-RPC client matches to no call of its own (or by chance to call 0,
-// when it arrives after the call was registered).
+// dialMain is the bare client of dialAs: what the daemon answers, through
+// the client every command-line tool uses.
 func dialMain(sock string) int {
-	c, err := net.DialTimeout("unix", sock, waitBound)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	c, err := client.Dial(ctx, sock, nil)
 	if err != nil {
 		fmt.Println("dial:", err)
 		return 1
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(waitBound))
-	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`
-	_, _ = fmt.Fprintf(c, "Content-Length: %d\r\n\r\n%s", len(body), body)
-	br := bufio.NewReader(c)
-	length := -1
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			fmt.Println("initialize:", err)
-			return 0
-		}
-		line = strings.TrimSpace(line)
-		if line == "" {
-			break
-		}
-		if v, ok := strings.CutPrefix(line, "Content-Length: "); ok {
-			length, _ = strconv.Atoi(v)
-		}
-	}
-	frame := make([]byte, max(length, 0))
-	_, err = io.ReadFull(br, frame)
-	fmt.Printf("initialize: %s %v\n", frame, err)
+	err = c.Call(ctx, "initialize", map[string]any{}, nil)
+	fmt.Println("initialize:", err)
 	return 0
 }
 
