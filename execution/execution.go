@@ -64,7 +64,7 @@ func (e *Execution) ID() string { return e.id }
 // Facts returns a snapshot of the execution's facts, with the ports it
 // listens on read now (or a moment ago).
 func (e *Execution) Facts() Facts {
-	e.refreshListening()
+	e.refreshListening(nil)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.snapshot(&e.st)

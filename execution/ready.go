@@ -207,29 +207,13 @@ func (e *Execution) listenDue(st *execState) bool {
 }
 
 // refreshListening reads the ports of a live local execution when the
-// facts have none fresh, and reports whether they changed.
-func (e *Execution) refreshListening() bool {
-	var proc process.Process
-	e.update(func(st *execState) {
-		if e.listenDue(st) {
-			proc = st.proc
-			st.listenAt = time.Now() // one reader at a time
-			st.listenScanned = false
-		}
-	})
-	if proc == nil {
-		return false
-	}
-	return e.storeListening(process.Listening(proc.Pid()))
-}
-
-// refreshListeningShared is refreshListening for one of many executions
-// read in a row (after a listing): the tree's descriptors are scanned
-// only when a socket began or stopped listening in its network namespace
-// since its last scan, which a digest of the namespace's listening
-// sockets tells, read once per namespace (digests, by namespace) instead
-// of dozens of /proc reads per execution.
-func (e *Execution) refreshListeningShared(digests map[string]uint64) bool {
+// facts have none fresh, and reports whether they changed. With digests
+// (one execution of many read in a row, after a listing), the tree's
+// descriptors are scanned only when a socket began or stopped listening
+// in its network namespace since its last scan: a digest of the
+// namespace's listening sockets tells, read once per namespace into
+// digests instead of dozens of /proc reads per execution.
+func (e *Execution) refreshListening(digests map[string]uint64) bool {
 	var proc process.Process
 	var last uint64
 	var scanned bool
@@ -237,24 +221,30 @@ func (e *Execution) refreshListeningShared(digests map[string]uint64) bool {
 		if e.listenDue(st) {
 			proc, last, scanned = st.proc, st.listenDigest, st.listenScanned
 			st.listenAt = time.Now() // one reader at a time
+			st.listenScanned = false
 		}
 	})
 	if proc == nil {
 		return false
 	}
 	pid := proc.Pid()
-	ns, ok := process.NetNamespace(pid)
-	digest, known := digests[ns]
-	if ok && !known {
-		if digest, known = process.ListenDigest(pid); known {
-			digests[ns] = digest
+	var digest uint64
+	known := false
+	if digests != nil {
+		if ns, ok := process.NetNamespace(pid); ok {
+			if digest, known = digests[ns]; !known {
+				if digest, known = process.ListenDigest(pid); known {
+					digests[ns] = digest
+				}
+			}
+		}
+		if known && scanned && digest == last {
+			e.update(func(st *execState) { st.listenScanned = true })
+			return false
 		}
 	}
-	if ok && known && scanned && digest == last {
-		return false
-	}
 	changed := e.storeListening(process.Listening(pid))
-	if ok && known {
+	if known {
 		e.update(func(st *execState) { st.listenDigest, st.listenScanned = digest, true })
 	}
 	return changed

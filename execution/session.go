@@ -480,7 +480,7 @@ func (s *Session) Live() []Facts {
 				if s.life.Err() != nil {
 					return
 				}
-				if e.refreshListeningShared(digests) {
+				if e.refreshListening(digests) {
 					s.changed(e)
 				}
 			}

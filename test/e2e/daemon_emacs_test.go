@@ -40,6 +40,15 @@ const emacsPrelude = `
   (cl-remove-if-not (lambda (r) (equal (plist-get (plist-get r :attrs) :execution-id) id)) e2e-got))
 (defvar e2e-session
   (mevedel-execution-open-session "emacs-daemon" (getenv "E2E_STATE")))
+(defun e2e-start-server (what)
+  "Start a command that runs until stopped; return its first observation.
+WHAT names the wait."
+  (let (obs)
+    (mevedel-execution-start-bash
+     (lambda (o) (setq obs o))
+     :session e2e-session :command "echo up; exec sleep 1000"
+     :ready-pattern "up" :yield-time-ms 20000)
+    (e2e-wait what (lambda () obs))))
 `
 
 // The first Emacs starts a yielded command and exits.
@@ -70,12 +79,7 @@ const emacsSecond = `
                 (zerop (apply #'+ (mapcar (lambda (s) (plist-get s :pending)) (plist-get st :sessions)))))))
   (let ((d (e2e-delivered id)))
     (e2e-say "delivered %s %d exit %s" id (length d) (plist-get (plist-get (car d) :attrs) :exit-code))))
-(defvar e2e-obs nil)
-(mevedel-execution-start-bash
- (lambda (obs) (setq e2e-obs obs))
- :session e2e-session :command "echo up; exec sleep 1000"
- :ready-pattern "up" :yield-time-ms 20000)
-(e2e-wait "the second start" (lambda () e2e-obs))
+(defvar e2e-obs (e2e-start-server "the second start"))
 (let ((id (plist-get (plist-get e2e-obs :facts) :execution-id)))
   (e2e-say "started %s" id)
   (e2e-wait "the stop's delivery" (lambda () (e2e-delivered id)))
@@ -86,12 +90,7 @@ const emacsSecond = `
 // facade's next call starts a new one whose open recovers the command
 // as lost.
 const emacsThird = `
-(defvar e2e-obs nil)
-(mevedel-execution-start-bash
- (lambda (obs) (setq e2e-obs obs))
- :session e2e-session :command "echo up; exec sleep 1000"
- :ready-pattern "up" :yield-time-ms 20000)
-(e2e-wait "the start" (lambda () e2e-obs))
+(defvar e2e-obs (e2e-start-server "the start"))
 (let ((id (plist-get (plist-get e2e-obs :facts) :execution-id)))
   (e2e-say "started %s %s" id (plist-get (plist-get e2e-obs :facts) :pid))
   (e2e-wait "the kill" (lambda () (file-exists-p (getenv "E2E_KILLED"))))

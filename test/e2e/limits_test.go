@@ -15,7 +15,13 @@ import (
 // are still there.
 func groupsLeft(t *testing.T, h *helper) []string {
 	t.Helper()
-	pattern := "mevedel-exec-" + strconv.Itoa(h.c.Child().Pid()) + "-*"
+	return groupsOf(h.c.Child().Pid())
+}
+
+// groupsOf lists the cgroups that the helper (or host agent) with pid
+// made for its executions and that are still there.
+func groupsOf(pid int) []string {
+	pattern := "mevedel-exec-" + strconv.Itoa(pid) + "-*"
 	var left []string
 	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
 		if err != nil || !d.IsDir() {
@@ -31,12 +37,16 @@ func groupsLeft(t *testing.T, h *helper) []string {
 }
 
 func TestLimitsMemoryHogEndsWithResourceLimit(t *testing.T) {
-	h := startHelper(t)
-	s := h.open(nil)
+	memoryHogEndsWithResourceLimit(t, here(t))
+}
+
+// memoryHogEndsWithResourceLimit: a confined command over its memory
+// limit ends resource-limit/memory, and its group goes.
+func memoryHogEndsWithResourceLimit(t *testing.T, w where) {
 	work := t.TempDir()
 	// tail holds a line without a newline in memory: a gigabyte of zeros.
-	o := s.mustStart("head -c 1G /dev/zero | tail -n 1 | wc -c",
-		map[string]any{"cwd": work, "resources": map[string]any{"memoryBytes": 64 << 20}, "sandbox": confined(work)})
+	o := w.s.mustStart("head -c 1G /dev/zero | tail -n 1 | wc -c",
+		map[string]any{"cwd": w.dir(work), "resources": map[string]any{"memoryBytes": 64 << 20}, "sandbox": confined(work)})
 	f := o.Facts
 	if f.Termination != execution.ResourceLimit || f.Limit != sandbox.LimitMemory {
 		t.Fatalf("termination %s limit %q signal %q, want resource-limit/memory; output %q", f.Termination, f.Limit, f.Signal, o.Output)
@@ -44,22 +54,23 @@ func TestLimitsMemoryHogEndsWithResourceLimit(t *testing.T) {
 	if f.Resources == nil || f.Resources.Applied[sandbox.LimitMemory] == "" {
 		t.Errorf("facts.resources %+v: the memory limit is not said to be applied", f.Resources)
 	}
-	wantBubblewrap(t, f)
-	if left := groupsLeft(t, h); len(left) > 0 {
-		t.Errorf("cgroups left after settlement: %v", left)
-	}
+	w.wantBubblewrap(t, f)
+	w.wantGroupsGone(t)
 }
 
-func TestLimitsPidsCapAForkLoop(t *testing.T) {
-	h := startHelper(t)
-	s := h.open(nil)
+func TestLimitsPidsCapAForkLoop(t *testing.T) { pidsCapAForkLoop(t, here(t)) }
+
+// pidsCapAForkLoop: a fork loop under a cap of 8 processes ends
+// resource-limit/pids with fewer than 8 started; it returns the facts.
+func pidsCapAForkLoop(t *testing.T, w where) execution.Facts {
 	// A script file: the helper refuses backgrounding in a command's own
 	// text, not in what it runs.
-	script := filepath.Join(t.TempDir(), "forks.sh")
+	dir := t.TempDir()
+	script := filepath.Join(dir, "forks.sh")
 	if err := os.WriteFile(script, []byte("i=0\nwhile [ $i -lt 64 ]; do sleep 30 & i=$((i+1)); echo started $i; done\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	o := s.mustStart("sh "+script, map[string]any{"resources": map[string]any{"pids": 8}})
+	o := w.s.mustStart("sh "+script, map[string]any{"cwd": w.dir(dir), "resources": map[string]any{"pids": 8}})
 	f := o.Facts
 	if f.Termination != execution.ResourceLimit || f.Limit != sandbox.LimitPids {
 		t.Fatalf("termination %s limit %q, want resource-limit/pids; output %q", f.Termination, f.Limit, o.Output)
@@ -74,9 +85,8 @@ func TestLimitsPidsCapAForkLoop(t *testing.T) {
 	if most == 0 || most >= 8 {
 		t.Errorf("%d sleeps started under a cap of 8 processes; output %q", most, o.Output)
 	}
-	if left := groupsLeft(t, h); len(left) > 0 {
-		t.Errorf("cgroups left after settlement: %v", left)
-	}
+	w.wantGroupsGone(t)
+	return f
 }
 
 func TestLimitsCPUSeconds(t *testing.T) {

@@ -188,33 +188,7 @@ func TestRemoteSandboxNetworkDeny(t *testing.T) {
 }
 
 func TestRemoteSandboxHoldsThroughYieldPollAndStop(t *testing.T) {
-	srv := sshd.Start(t)
-	h := agentHelper(t, srv)
-	s, _ := openRemote(h)
-	work, outside := t.TempDir(), t.TempDir()
-	gate := fifo(t, "gate")
-	o := s.mustStart(fmt.Sprintf("echo ready; read _ < %s; echo x > %s/late; echo late=$?; echo y > %s/ok; echo ok=$?; read _ < %s", gate, outside, work, gate),
-		map[string]any{"cwd": tramp(srv, work), "sandbox": confined(work), "yieldMs": 100})
-	if o.Final {
-		t.Fatalf("did not yield: %+v", o)
-	}
-	id := o.Facts.ExecutionID
-	wantHostBubblewrap(t, o.Facts)
-	s.observeUntil(o, "ready")
-	release(t, gate)
-	out := s.observeUntil(s.mustObserve(id, nil), "ok=")
-	if !strings.Contains(out, "late=1") || !strings.Contains(out, "ok=0") {
-		t.Fatalf("after the yield: %q", out)
-	}
-	if _, err := os.Stat(filepath.Join(outside, "late")); !os.IsNotExist(err) {
-		t.Errorf("the yielded command wrote outside its roots: %v", err)
-	}
-	h.mustCall("exec/stop", map[string]any{"sessionId": s.id, "executionId": id}, nil)
-	_, final := s.waitFinal(id, nil)
-	if final.Facts.Termination != execution.Stopped {
-		t.Errorf("termination %s, want stopped", final.Facts.Termination)
-	}
-	wantHostBubblewrap(t, final.Facts)
+	holdsThroughYieldPollAndStop(t, onHost(t))
 }
 
 // hostPathWithout makes a PATH directory for the host's sessions holding
@@ -286,74 +260,35 @@ func TestRemoteSandboxRequiredWithoutBackendRefuses(t *testing.T) {
 func hostGroupsLeft(srv *sshd.Server) []string {
 	var left []string
 	for _, p := range process.Table() {
-		if exe, ok := testsupport.Exe(p.Pid); !ok || !strings.HasPrefix(exe, srv.HostHome+"/") {
-			continue
+		if exe, ok := testsupport.Exe(p.Pid); ok && strings.HasPrefix(exe, srv.HostHome+"/") {
+			left = append(left, groupsOf(p.Pid)...)
 		}
-		pattern := "mevedel-exec-" + strconv.Itoa(p.Pid) + "-*"
-		_ = filepath.WalkDir("/sys/fs/cgroup", func(q string, d os.DirEntry, err error) error {
-			if err != nil || !d.IsDir() {
-				return nil
-			}
-			if ok, _ := filepath.Match(pattern, d.Name()); ok {
-				left = append(left, q)
-				return filepath.SkipDir
-			}
-			return nil
-		})
 	}
 	return left
 }
 
-// wantHostGroupsGone checks that the host agent removed its groups: it
-// does before the execution settles.
-func wantHostGroupsGone(t *testing.T, srv *sshd.Server) {
-	t.Helper()
-	if left := hostGroupsLeft(srv); len(left) > 0 {
-		t.Errorf("cgroups left on the host after settlement: %v", left)
-	}
+// onHost is a private sshd's host, run through its agent, with a fresh
+// helper and session.
+func onHost(t *testing.T) where {
+	srv := sshd.Start(t)
+	h := agentHelper(t, srv)
+	s, _ := openRemote(h)
+	return where{h: h, s: s, dir: func(d string) string { return tramp(srv, d) }, wantBubblewrap: wantHostBubblewrap,
+		wantGroupsGone: func(t *testing.T) {
+			t.Helper()
+			// The agent removes its groups before the execution settles.
+			if left := hostGroupsLeft(srv); len(left) > 0 {
+				t.Errorf("cgroups left on the host after settlement: %v", left)
+			}
+		}}
 }
 
 func TestRemoteLimitsMemoryHogEndsWithResourceLimit(t *testing.T) {
-	srv := sshd.Start(t)
-	h := agentHelper(t, srv)
-	s, _ := openRemote(h)
-	work := t.TempDir()
-	o := s.mustStart("head -c 1G /dev/zero | tail -n 1 | wc -c",
-		map[string]any{"cwd": tramp(srv, work), "resources": map[string]any{"memoryBytes": 64 << 20}, "sandbox": confined(work)})
-	f := o.Facts
-	if f.Termination != execution.ResourceLimit || f.Limit != sandbox.LimitMemory {
-		t.Fatalf("termination %s limit %q signal %q, want resource-limit/memory; output %q", f.Termination, f.Limit, f.Signal, o.Output)
-	}
-	if f.Resources == nil || f.Resources.Applied[sandbox.LimitMemory] == "" {
-		t.Errorf("facts.resources %+v: the memory limit is not said to be applied on the host", f.Resources)
-	}
-	wantHostBubblewrap(t, f)
-	wantHostGroupsGone(t, srv)
+	memoryHogEndsWithResourceLimit(t, onHost(t))
 }
 
 func TestRemoteLimitsPidsCapAForkLoop(t *testing.T) {
-	srv := sshd.Start(t)
-	h := agentHelper(t, srv)
-	s, _ := openRemote(h)
-	dir := t.TempDir()
-	script := filepath.Join(dir, "forks.sh")
-	if err := os.WriteFile(script, []byte("i=0\nwhile [ $i -lt 64 ]; do sleep 30 & i=$((i+1)); echo started $i; done\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	o := s.mustStart("sh "+script, map[string]any{"cwd": tramp(srv, dir), "resources": map[string]any{"pids": 8}})
-	f := o.Facts
-	if f.Termination != execution.ResourceLimit || f.Limit != sandbox.LimitPids {
-		t.Fatalf("termination %s limit %q, want resource-limit/pids; output %q", f.Termination, f.Limit, o.Output)
-	}
-	most := 0
-	for _, line := range strings.Split(o.Output, "\n") {
-		if n, err := strconv.Atoi(strings.TrimPrefix(line, "started ")); err == nil {
-			most = max(most, n)
-		}
-	}
-	if most == 0 || most >= 8 {
-		t.Errorf("%d sleeps started under a cap of 8 processes; output %q", most, o.Output)
-	}
+	f := pidsCapAForkLoop(t, onHost(t))
 	if f.Resources == nil || f.Resources.Applied[sandbox.LimitPids] == "" {
 		t.Errorf("facts.resources %+v", f.Resources)
 	}
@@ -361,7 +296,6 @@ func TestRemoteLimitsPidsCapAForkLoop(t *testing.T) {
 	if f.Sandbox == nil || f.Sandbox.Backend != sandbox.BackendNone || f.Sandbox.Reason != "sandbox mode is off" {
 		t.Errorf("facts.sandbox %+v", f.Sandbox)
 	}
-	wantHostGroupsGone(t, srv)
 }
 
 // Through the wrapper there is no backend: required is refused before

@@ -31,6 +31,31 @@ func wantBubblewrap(t *testing.T, f execution.Facts) {
 	}
 }
 
+// where is a place confined commands run: this machine, or an SSH host
+// through its agent (onHost). The tests that hold in both share a body.
+type where struct {
+	h *helper
+	s *session
+	// dir names a local directory as a start's cwd there.
+	dir func(string) string
+	// wantBubblewrap checks that bubblewrap confined the command there.
+	wantBubblewrap func(*testing.T, execution.Facts)
+	// wantGroupsGone checks that no resource group outlived settlement.
+	wantGroupsGone func(*testing.T)
+}
+
+// here is this machine, with a fresh helper and session.
+func here(t *testing.T) where {
+	h := startHelper(t)
+	return where{h: h, s: h.open(nil), dir: func(d string) string { return d }, wantBubblewrap: wantBubblewrap,
+		wantGroupsGone: func(t *testing.T) {
+			t.Helper()
+			if left := groupsLeft(t, h); len(left) > 0 {
+				t.Errorf("cgroups left after settlement: %v", left)
+			}
+		}}
+}
+
 func TestSandboxWritesOnlyInsideWritableRoots(t *testing.T) {
 	h := startHelper(t)
 	s := h.open(nil)
@@ -153,18 +178,21 @@ func TestSandboxNetworkDeny(t *testing.T) {
 	}
 }
 
-func TestSandboxHoldsThroughYieldPollAndStop(t *testing.T) {
-	h := startHelper(t)
-	s := h.open(nil)
+func TestSandboxHoldsThroughYieldPollAndStop(t *testing.T) { holdsThroughYieldPollAndStop(t, here(t)) }
+
+// holdsThroughYieldPollAndStop: a yielded confined command is still
+// confined when it writes after a poll, and when it is stopped.
+func holdsThroughYieldPollAndStop(t *testing.T, w where) {
+	h, s := w.h, w.s
 	work, outside := t.TempDir(), t.TempDir()
 	gate := fifo(t, "gate")
 	o := s.mustStart(fmt.Sprintf("echo ready; read _ < %s; echo x > %s/late; echo late=$?; echo y > %s/ok; echo ok=$?; read _ < %s", gate, outside, work, gate),
-		map[string]any{"cwd": work, "sandbox": confined(work), "yieldMs": 100})
+		map[string]any{"cwd": w.dir(work), "sandbox": confined(work), "yieldMs": 100})
 	if o.Final {
 		t.Fatalf("did not yield: %+v", o)
 	}
 	id := o.Facts.ExecutionID
-	wantBubblewrap(t, o.Facts)
+	w.wantBubblewrap(t, o.Facts)
 	s.observeUntil(o, "ready")
 	release(t, gate)
 	out := s.observeUntil(s.mustObserve(id, nil), "ok=")
@@ -179,7 +207,7 @@ func TestSandboxHoldsThroughYieldPollAndStop(t *testing.T) {
 	if final.Facts.Termination != execution.Stopped {
 		t.Errorf("termination %s, want stopped", final.Facts.Termination)
 	}
-	wantBubblewrap(t, final.Facts)
+	w.wantBubblewrap(t, final.Facts)
 }
 
 // pathWithout makes a PATH directory holding only the tools the helper
