@@ -65,7 +65,7 @@ type confinement struct {
 
 // probeBackend runs the bubblewrap probe once per session.
 func (s *Session) probeBackend() sandbox.Probe {
-	s.backendOnce.Do(func() { s.backend = sandbox.ProbeBubblewrap(os.Getenv("PATH"), probeRun) })
+	s.backendOnce.Do(func() { s.backend = sandbox.ProbeBubblewrap(os.Getenv("PATH"), process.InnerShim(), probeRun) })
 	return s.backend
 }
 
@@ -193,7 +193,12 @@ func (c *confinement) close(id string) (string, []sandbox.Denial) {
 
 // probeRun runs the sandbox backend's probe through the reaper, within
 // the probe's bound.
-func probeRun(cmd *exec.Cmd) ([]byte, error) { return process.Run(cmd, sandbox.ProbeTimeout) }
+func probeRun(cmd *exec.Cmd, shield bool) ([]byte, error) {
+	if shield {
+		return process.RunShielded(cmd, sandbox.ProbeTimeout)
+	}
+	return process.Run(cmd, sandbox.ProbeTimeout)
+}
 
 // remoteConfinement asks a remote start's host how its sandbox applies
 // there, before the execution is registered: the policy's TRAMP names

@@ -60,10 +60,16 @@ type adoptee struct {
 // status, and only the returned child's pid may be read: cmd.Process is
 // released once the child is reaped.
 func Spawn(cmd *exec.Cmd, tag string) (*child, *Tree, error) {
+	return spawn(cmd, tag, false)
+}
+
+// spawn is Spawn, with the shim's shield mode when shield is set (for a
+// command line a sandbox built; see shim_native.go).
+func spawn(cmd *exec.Cmd, tag string, shield bool) (*child, *Tree, error) {
 	reaper.mu.Lock()
 	defer reaper.mu.Unlock()
 	startReaper()
-	cmd, err := startShimmed(cmd)
+	cmd, err := startShimmed(cmd, shield)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -19,6 +19,16 @@ const maxRunOutput = 64 << 10
 // returns the program's stderr (at most 64 KiB) and an error unless it
 // exited 0. After timeout its group is killed.
 func Run(cmd *exec.Cmd, timeout time.Duration) ([]byte, error) {
+	return run(cmd, timeout, false)
+}
+
+// RunShielded is Run through the shim's shield mode, as a sandbox's bwrap
+// starts when its box is ShieldedByShim (for the backend's probe).
+func RunShielded(cmd *exec.Cmd, timeout time.Duration) ([]byte, error) {
+	return run(cmd, timeout, true)
+}
+
+func run(cmd *exec.Cmd, timeout time.Duration, shield bool) ([]byte, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -28,7 +38,7 @@ func Run(cmd *exec.Cmd, timeout time.Duration) ([]byte, error) {
 		cmd.SysProcAttr = &unix.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid = true
-	c, _, err := Spawn(cmd, "")
+	c, _, err := spawn(cmd, "", shield)
 	pw.Close()
 	if err != nil {
 		pr.Close()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"sync/atomic"
 	"syscall"
 
@@ -25,8 +26,14 @@ import (
 // it exits, which costs a process table entry, nothing more.
 
 // shimArg marks a start in shim mode: os.Args[1], followed by the path of
-// the program and its argv.
+// the program and its argv, or by shieldArg and then those.
 const shimArg = "mevedel-exec:subreaper-exec"
+
+// shieldArg asks the shim to shield what it runs (a sandbox's bwrap) from
+// the signals meant for the command: it sets them ignored and leaves an
+// inherited copy of the native shim at InnerShim, which resets them inside
+// the box ("-d") before the command runs.
+const shieldArg = "-i"
 
 // shimExe is the helper's executable when shim mode is on, else "".
 var shimExe atomic.Value
@@ -54,35 +61,52 @@ func runShim() {
 	if len(os.Args) < 4 || os.Args[1] != shimArg {
 		return
 	}
+	args := os.Args[2:]
+	if args[0] == shieldArg {
+		args = args[1:]
+		// Without the copy the box's inner start fails, and says so.
+		if err := placeInnerShim(); err != nil {
+			fmt.Fprintf(os.Stderr, "mevedel-exec: %v\n", err)
+		}
+		signal.Ignore(shieldedSignals...)
+	}
 	// Without it the command still runs; its orphans go to the helper.
 	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-	err := syscall.Exec(os.Args[2], os.Args[3:], os.Environ())
-	fmt.Fprintf(os.Stderr, "mevedel-exec: %s: %v\n", os.Args[2], err)
+	err := syscall.Exec(args[0], args[1:], os.Environ())
+	fmt.Fprintf(os.Stderr, "mevedel-exec: %s: %v\n", args[0], err)
 	os.Exit(127)
 }
 
+// shieldedSignals are those a stop, an interrupt or a terminal sends to a
+// command's process group (the native shim's list too).
+var shieldedSignals = []os.Signal{unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGTERM}
+
 // throughShim returns cmd started through the shim when shim mode is on
 // and the program can be executed (a program that cannot fails in
-// cmd.Start, as it would without the shim).
-func throughShim(cmd *exec.Cmd) *exec.Cmd {
+// cmd.Start, as it would without the shim); shield asks for shieldArg.
+func throughShim(cmd *exec.Cmd, shield bool) *exec.Cmd {
 	exe, _ := shimExe.Load().(string)
 	if exe == "" || cmd.Err != nil || len(cmd.Args) == 0 {
 		return cmd
+	}
+	var mode []string
+	if shield {
+		mode = []string{shieldArg}
 	}
 	if fi, err := os.Stat(cmd.Path); err != nil || !fi.Mode().IsRegular() || unix.Access(cmd.Path, unix.X_OK) != nil {
 		return cmd
 	}
 	if native := nativeShimPath(); native != "" {
-		cmd.Args = append([]string{"mevedel-exec-subreaper", cmd.Path}, cmd.Args...)
+		cmd.Args = append(append(append([]string{"mevedel-exec-subreaper"}, mode...), cmd.Path), cmd.Args...)
 		cmd.Path = native
 		return cmd
 	}
-	return goShim(cmd, exe)
+	return goShim(cmd, exe, mode)
 }
 
 // goShim starts cmd through the executable exe in shim mode.
-func goShim(cmd *exec.Cmd, exe string) *exec.Cmd {
-	cmd.Args = append([]string{"mevedel-exec", shimArg, cmd.Path}, cmd.Args...)
+func goShim(cmd *exec.Cmd, exe string, mode []string) *exec.Cmd {
+	cmd.Args = append(append(append([]string{"mevedel-exec", shimArg}, mode...), cmd.Path), cmd.Args...)
 	cmd.Path = exe
 	return cmd
 }
@@ -91,9 +115,9 @@ func goShim(cmd *exec.Cmd, exe string) *exec.Cmd {
 // opened through /proc/self/fd, which the kernel now and then refuses
 // (EACCES) to a child forked while other threads fork; such a start is
 // made again, once, through the executable's shim mode.
-func startShimmed(cmd *exec.Cmd) (*exec.Cmd, error) {
+func startShimmed(cmd *exec.Cmd, shield bool) (*exec.Cmd, error) {
 	path, args := cmd.Path, cmd.Args
-	cmd = throughShim(cmd)
+	cmd = throughShim(cmd, shield)
 	err := cmd.Start()
 	exe, _ := shimExe.Load().(string)
 	if err == nil || !errors.Is(err, unix.EACCES) || cmd.Path != nativeShimPath() || exe == "" {
@@ -102,6 +126,10 @@ func startShimmed(cmd *exec.Cmd) (*exec.Cmd, error) {
 	again := &exec.Cmd{Path: path, Args: args, Env: cmd.Env, Dir: cmd.Dir,
 		Stdin: cmd.Stdin, Stdout: cmd.Stdout, Stderr: cmd.Stderr,
 		ExtraFiles: cmd.ExtraFiles, SysProcAttr: cmd.SysProcAttr}
-	again = goShim(again, exe)
+	var mode []string
+	if shield {
+		mode = []string{shieldArg}
+	}
+	again = goShim(again, exe, mode)
 	return again, again.Start()
 }

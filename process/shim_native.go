@@ -15,6 +15,48 @@ import (
 // program in a sealed memfd does the same two system calls instead, for
 // the cost of one more execve.
 
+// The native shim's arguments are the program's path and its argv, after
+// an optional mode: "-i" ignores SIGHUP, SIGINT, SIGQUIT and SIGTERM and
+// leaves an inherited copy of the shim at descriptor innerShimFd (a
+// sandbox's bwrap, the group's leader, then lives through a stop meant for
+// the command); "-d" closes that copy and sets those signals back to
+// their defaults (the command inside the box gets them as it would
+// outside). Both cost one tiny execve where env(1) costs a dynamic one.
+
+// innerShimFd is where the "-i" mode leaves the copy of the shim.
+const innerShimFd = 200
+
+// InnerShim is the path a shielded start's descendants run the shim by
+// ("-d" mode), or "" when there is no native shim to shield with.
+func InnerShim() string {
+	if nativeShimFd < 0 {
+		return ""
+	}
+	return "/proc/self/fd/" + strconv.Itoa(innerShimFd)
+}
+
+// placeInnerShim is the Go shim's "-i": a copy of the native shim,
+// inherited at innerShimFd.
+func placeInnerShim() error {
+	if subreaperCode == nil {
+		return fmt.Errorf("no native shim for this architecture")
+	}
+	fd, err := unix.MemfdCreate("mevedel-exec-subreaper", unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return fmt.Errorf("memfd: %w", err)
+	}
+	if _, err := unix.Write(fd, subreaperELF()); err != nil {
+		return fmt.Errorf("memfd: %w", err)
+	}
+	if fd != innerShimFd {
+		if err := unix.Dup3(fd, innerShimFd, 0); err != nil {
+			return fmt.Errorf("memfd: %w", err)
+		}
+		unix.Close(fd)
+	}
+	return nil
+}
+
 // nativeShimFd is the memfd of the native shim, or -1. It sits at a high
 // descriptor number, so a child's stdio and extra files, which the fork
 // places at 0, 1, 2, 3..., never overwrite it before the execve that

@@ -48,3 +48,27 @@ func TestNativeShimMakesTheShellASubreaper(t *testing.T) {
 		t.Fatalf("a missing program: %v, want exit 127", err)
 	}
 }
+
+// The shield modes: "-i" runs its program with the group's stop signals
+// ignored and an inherited copy of the shim at innerShimFd; "-d", run from
+// that copy, closes it and gives the signals back as defaults.
+func TestNativeShimShieldModes(t *testing.T) {
+	if startNativeShim() != nil {
+		return // no native shim here: the probe falls back to env(1)
+	}
+	bash, err := LookBash()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// SigIgn's bits: SIGHUP, SIGINT, SIGQUIT and SIGTERM are 0x4007.
+	show := `grep -E '^SigIgn' /proc/self/status; [ -e /proc/self/fd/200 ] && echo copy; true`
+	inner := `"$1" -d "$2" bash -c "$3"`
+	out, err := exec.Command(nativeShimPath(), "-i", bash, "bash", "-c", show+"; "+inner, "bash", InnerShim(), bash, show).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 3 || !strings.HasSuffix(lines[0], "0000000000004007") || lines[1] != "copy" || !strings.HasSuffix(lines[2], "0000000000000000") {
+		t.Errorf("shielded, then reset:\n%s", out)
+	}
+}

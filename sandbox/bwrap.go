@@ -26,11 +26,13 @@ type Facts struct {
 }
 
 // Probe is the result of checking once whether bubblewrap can confine a
-// command here: Path is set when it can, Reason says why not. Env is set
-// when env(1) can shield bwrap from the signals meant for the command.
+// command here: Path is set when it can, Reason says why not. Shim or Env
+// is set when the process layer's native shim, or else env(1), can shield
+// bwrap from the signals meant for the command.
 type Probe struct {
 	Path   string
 	Reason string
+	Shim   string
 	Env    string
 }
 
@@ -40,26 +42,32 @@ type Probe struct {
 // with them ignored, and the command gets them back as defaults.
 const shielded = "INT,TERM,HUP,QUIT"
 
+// shieldCheck exits 0 only where SIGTERM reaches the shell as a default
+// (a shell cannot trap a signal ignored on entry).
+const shieldCheck = `trap "exit 0" TERM; kill -TERM $$; exit 1`
+
 // ProbeTimeout bounds each run of the probe: a working bwrap answers in
 // milliseconds.
 const ProbeTimeout = 5 * time.Second
 
 // Runner runs a short program to its end and returns its stderr; an
 // error unless it exited 0. The helper's reaper owns every child, so the
-// helper passes one that waits through it (process.Run).
-type Runner func(cmd *exec.Cmd) (stderr []byte, err error)
+// helper passes one that waits through it (process.Run); shield starts it
+// through the shim's shield mode (process.RunShielded).
+type Runner func(cmd *exec.Cmd, shield bool) (stderr []byte, err error)
 
 // ProbeBubblewrap looks bwrap up on path (the helper's PATH) and runs it,
 // through run, once with what every confinement needs: a read-only root,
 // a tmpfs and a private network namespace. It fails where user namespaces
-// are off.
-func ProbeBubblewrap(path string, run Runner) Probe {
+// are off. shim is the inner path of the process layer's native shim
+// (process.InnerShim), or "".
+func ProbeBubblewrap(path, shim string, run Runner) Probe {
 	bin, err := lookPath("bwrap", path)
 	if err != nil {
 		return Probe{Reason: "bwrap is not installed (not found on PATH)"}
 	}
 	cmd := exec.Command(bin, "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--tmpfs", "/tmp", "--unshare-net", "--", "/bin/sh", "-c", ":")
-	if stderr, err := run(cmd); err != nil {
+	if stderr, err := run(cmd, false); err != nil {
 		msg := strings.TrimSpace(string(stderr))
 		if i := strings.IndexByte(msg, '\n'); i >= 0 {
 			msg = msg[:i]
@@ -70,9 +78,16 @@ func ProbeBubblewrap(path string, run Runner) Probe {
 		return Probe{Reason: "bwrap cannot confine a command here: " + msg}
 	}
 	p := Probe{Path: bin}
+	if shim != "" {
+		cmd := exec.Command(bin, "--ro-bind", "/", "/", "--", shim, "-d", "/bin/sh", "sh", "-c", shieldCheck)
+		if _, err := run(cmd, true); err == nil {
+			p.Shim = shim
+			return p
+		}
+	}
 	if env, err := lookPath("env", path); err == nil {
-		cmd := exec.Command(env, "--ignore-signal="+shielded, bin, "--ro-bind", "/", "/", "--", env, "--default-signal="+shielded, "/bin/sh", "-c", ":")
-		if _, err := run(cmd); err == nil {
+		cmd := exec.Command(env, "--ignore-signal="+shielded, bin, "--ro-bind", "/", "/", "--", env, "--default-signal="+shielded, "/bin/sh", "-c", shieldCheck)
+		if _, err := run(cmd, false); err == nil {
 			p.Env = env
 		}
 	}
@@ -96,7 +111,8 @@ func lookPath(name, path string) (string, error) {
 // its mount namespace. Release it at settlement.
 type Box struct {
 	bwrap string
-	env   string // env(1) that shields bwrap from group signals, or ""
+	shim  string // the native shim's inner path, which shields bwrap, or ""
+	env   string // else env(1) that shields bwrap from group signals, or ""
 	args  []string
 	// made are protected paths that did not exist inside a writable
 	// root: bwrap creates them on the host as mount points, and Release
@@ -126,7 +142,7 @@ const emptyFile = "sandbox-empty"
 // probed bwrap; scratch, when set, stays writable whatever covers it.
 // stateDir holds the empty stand-in file for inaccessible files.
 func NewBox(p Probe, applied Policy, scratch, stateDir string) (*Box, error) {
-	b := &Box{bwrap: p.Path, env: p.Env}
+	b := &Box{bwrap: p.Path, shim: p.Shim, env: p.Env}
 	a := []string{"--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev"}
 	if applied.Network == NetworkDeny {
 		a = append(a, "--unshare-net")
@@ -192,11 +208,22 @@ func NewBox(p Probe, applied Policy, scratch, stateDir string) (*Box, error) {
 }
 
 // Wrap returns the command line that runs path with args (args[0] is the
-// name the program sees) inside the box. bwrap runs args[0] with execvp
-// on the command's own PATH from its working directory, which finds path
-// again and keeps the name (Debian's bwrap has no --argv0).
+// name the program sees) inside the box. Through the shim, it runs path
+// as given; else bwrap runs args[0] with execvp on the command's own PATH
+// from its working directory, which finds path again and keeps the name
+// (Debian's bwrap has no --argv0). A box ShieldedByShim must be started
+// through the shim's shield mode.
 func (b *Box) Wrap(path string, args []string) (string, []string) {
+	if len(args) == 0 {
+		args = []string{path}
+	}
 	out := make([]string, 0, len(b.args)+len(args)+6)
+	if b.shim != "" {
+		out = append(out, b.bwrap)
+		out = append(out, b.args...)
+		out = append(out, "--", b.shim, "-d", path)
+		return out[0], append(out, args...)
+	}
 	if b.env != "" {
 		out = append(out, b.env, "--ignore-signal="+shielded)
 	}
@@ -206,11 +233,12 @@ func (b *Box) Wrap(path string, args []string) (string, []string) {
 	if b.env != "" {
 		out = append(out, b.env, "--default-signal="+shielded)
 	}
-	if len(args) == 0 {
-		args = []string{path}
-	}
 	return out[0], append(out, args...)
 }
+
+// ShieldedByShim reports whether the box's command line needs the shim's
+// shield mode around it (see Wrap).
+func (b *Box) ShieldedByShim() bool { return b.shim != "" }
 
 // Args returns bwrap's options (for tests and the log).
 func (b *Box) Args() []string { return b.args }

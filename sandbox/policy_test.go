@@ -188,3 +188,15 @@ func TestWrapShieldsBwrapFromGroupSignals(t *testing.T) {
 		t.Errorf("wrapped %s %q", path, argv)
 	}
 }
+
+func TestWrapThroughTheShimRunsThePathAsGiven(t *testing.T) {
+	b, err := NewBox(Probe{Path: "/usr/bin/bwrap", Shim: "/proc/self/fd/200", Env: "/usr/bin/env"}, Policy{Mode: Required, Network: NetworkAllow}, "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, argv := b.Wrap("/bin/bash", []string{"bash", "-c", "true"})
+	if path != "/usr/bin/bwrap" || argv[0] != "/usr/bin/bwrap" || !b.ShieldedByShim() ||
+		!slices.Equal(argv[len(argv)-7:], []string{"--", "/proc/self/fd/200", "-d", "/bin/bash", "bash", "-c", "true"}) {
+		t.Errorf("wrapped %s %q", path, argv)
+	}
+}

@@ -35,7 +35,9 @@ func Main(args []string) int {
 	logger = log.New(os.Stderr, "mevedel-exec host: ", log.LstdFlags|log.Lmicroseconds)
 	process.SetLogger(logger)
 	// A lost channel is a failed write or EOF, never a death by signal.
-	signal.Ignore(syscall.SIGPIPE, syscall.SIGHUP)
+	// Caught, not ignored: a caught signal is reset to its default in the
+	// commands the agent starts, which an ignored one would stay.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE, syscall.SIGHUP)
 	if err := process.UseShim(); err != nil {
 		logger.Printf("no native subreaper shim, the executable serves instead: %v", err)
 	}
@@ -410,7 +412,10 @@ func (e *hostExec) release() {
 // on the agent's own PATH.
 func (h *host) probeBackend() sandbox.Probe {
 	h.probeOnce.Do(func() {
-		h.probe = sandbox.ProbeBubblewrap(os.Getenv("PATH"), func(cmd *exec.Cmd) ([]byte, error) {
+		h.probe = sandbox.ProbeBubblewrap(os.Getenv("PATH"), process.InnerShim(), func(cmd *exec.Cmd, shield bool) ([]byte, error) {
+			if shield {
+				return process.RunShielded(cmd, sandbox.ProbeTimeout)
+			}
 			return process.Run(cmd, sandbox.ProbeTimeout)
 		})
 	})

@@ -50,6 +50,11 @@ func TestForegroundCompletionAndExitCodes(t *testing.T) {
 			t.Fatalf("foreground facts: %+v", f)
 		}
 	}
+	// Signals as a login shell has them, whatever the helper catches: a
+	// pipe's writer dies of SIGPIPE when its reader is gone.
+	if o := s.mustStart(`yes | head -n1; echo "${PIPESTATUS[0]}"`, nil); o.Output != "y\n141\n" {
+		t.Fatalf("a pipe's writer did not die of SIGPIPE: %q", o.Output)
+	}
 	o := s.mustStart("echo hello", nil)
 	if o.Output != "hello\n" || o.Facts.OutputBytes != 6 || o.Facts.OutputLines != 1 {
 		t.Fatalf("output %q bytes %d lines %d", o.Output, o.Facts.OutputBytes, o.Facts.OutputLines)

@@ -131,6 +131,13 @@ func testRemoteEchoAndExitCodes(t *testing.T) {
 		t.Fatalf("kill -KILL $$: %+v", f)
 	}
 
+	// Signals as a login shell has them: a pipe's writer dies of SIGPIPE
+	// when its reader is gone, instead of failing with EPIPE.
+	o = s.mustStart(`yes | head -n1; echo "${PIPESTATUS[0]}"`, map[string]any{"cwd": cwd})
+	if o.Output != "y\n141\n" {
+		t.Fatalf("a pipe's writer did not die of SIGPIPE: %q", o.Output)
+	}
+
 	// The login environment of the host, the defaults over it, the
 	// request's env over them.
 	o = s.mustStart(`printf '%s|%s|%s|%s|%s' "$NO_COLOR" "$TERM" "$MEVEDEL_EXECUTION" "$MEVEDEL_E2E" "$HOME"`, map[string]any{"cwd": cwd})

@@ -191,6 +191,10 @@ func TestRemoteSandboxHoldsThroughYieldPollAndStop(t *testing.T) {
 	holdsThroughYieldPollAndStop(t, onHost(t))
 }
 
+func TestRemoteSandboxCommandKeepsItsSignalsAndDescriptors(t *testing.T) {
+	keepsItsSignalsAndDescriptors(t, onHost(t))
+}
+
 // hostPathWithout makes a PATH directory for the host's sessions holding
 // everything of /usr/bin but bwrap.
 func hostPathWithout(t *testing.T, tool string) string {

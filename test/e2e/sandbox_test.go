@@ -210,6 +210,39 @@ func holdsThroughYieldPollAndStop(t *testing.T, w where) {
 	w.wantBubblewrap(t, final.Facts)
 }
 
+func TestSandboxCommandKeepsItsSignalsAndDescriptors(t *testing.T) {
+	keepsItsSignalsAndDescriptors(t, here(t))
+}
+
+// keepsItsSignalsAndDescriptors: inside the box the command starts with
+// the signal dispositions and descriptors it has outside (nothing the
+// shielding of bwrap used leaks in), and a stop's SIGTERM reaches its
+// trap, whose exit code is the execution's.
+func keepsItsSignalsAndDescriptors(t *testing.T, w where) {
+	s := w.s
+	work := t.TempDir()
+	show := `grep -E '^Sig(Ign|Blk)' /proc/self/status; ls /proc/$$/fd | sort -n | tr '\n' ' '; echo`
+	outside := s.mustStart(show, map[string]any{"cwd": w.dir(work)})
+	inside := s.mustStart(show, map[string]any{"cwd": w.dir(work), "sandbox": confined(work)})
+	w.wantBubblewrap(t, inside.Facts)
+	if !outside.Final || !inside.Final || outside.Output == "" || inside.Output != outside.Output {
+		t.Errorf("the command's signals and descriptors differ inside the box:\noutside %q\ninside  %q", outside.Output, inside.Output)
+	}
+	o := s.mustStart(`trap 'echo got TERM; exit 7' TERM; echo ready; while :; do sleep 0.05; done`,
+		map[string]any{"cwd": w.dir(work), "sandbox": confined(work), "yieldMs": 100})
+	if o.Final {
+		t.Fatalf("did not yield: %+v", o)
+	}
+	id := o.Facts.ExecutionID
+	s.observeUntil(o, "ready")
+	w.h.mustCall("exec/stop", map[string]any{"sessionId": s.id, "executionId": id}, nil)
+	out, final := s.waitFinal(id, nil)
+	if !strings.Contains(out, "got TERM") || final.Facts.ExitCode == nil || *final.Facts.ExitCode != 7 {
+		t.Errorf("the trap's exit did not end the stopped command: code %v, output %q, facts %+v", final.Facts.ExitCode, out, final.Facts)
+	}
+	w.wantBubblewrap(t, final.Facts)
+}
+
 // pathWithout makes a PATH directory holding only the tools the helper
 // and the test commands need: no bwrap.
 func pathWithout(t *testing.T) string {
