@@ -619,6 +619,7 @@ func (s *Session) Wait() {
 	if err := s.journal.Close(); err != nil {
 		logf("session %s: closing the journal: %v", s.id, err)
 	}
+	s.dir.Close()
 	_ = s.stateDir.Release()
 }
 

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
+	"github.com/mevedel/mevedel-exec/internal/testsupport"
 	"golang.org/x/sys/unix"
 )
 
@@ -317,4 +319,52 @@ func TestCreateBeneath(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A Create after the first names the unnamed file made ahead: a private
+// file of one link in executions/; the name of one that exists is refused
+// all the same.
+func TestCreateNamesTheSpareMadeAhead(t *testing.T) {
+	_, state := stateUnder(t)
+	d := NewDir(state)
+	defer d.Close()
+	spareReady := func() bool {
+		d.spare.mu.Lock()
+		defer d.spare.mu.Unlock()
+		return d.spare.fd >= 0
+	}
+	first, err := d.Create("a.log", 0)
+	must(t, err)
+	first.Close()
+	if !testsupport.Poll(10*time.Second, spareReady) {
+		t.Fatal("no spare file was made after a Create")
+	}
+	if _, err := d.Create("a.log", 0); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Fatalf("creating an existing log: %v", err)
+	}
+	if !testsupport.Poll(10*time.Second, spareReady) {
+		t.Fatal("no spare file was made after a refused Create")
+	}
+	var made unix.Stat_t
+	d.spare.mu.Lock()
+	must(t, unix.Fstat(d.spare.fd, &made))
+	d.spare.mu.Unlock()
+	sp, err := d.Create("b.log", 0)
+	must(t, err)
+	if _, err := sp.Write([]byte("hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	sp.Close()
+	var st unix.Stat_t
+	must(t, unix.Lstat(filepath.Join(state, logDir, "b.log"), &st))
+	if st.Ino != made.Ino || st.Mode&0o777 != 0o600 || st.Nlink != 1 || st.Size != 6 {
+		t.Errorf("the named spare: inode %d (the spare's %d), mode %o, %d links, %d bytes", st.Ino, made.Ino, st.Mode&0o777, st.Nlink, st.Size)
+	}
+	if !testsupport.Poll(10*time.Second, spareReady) {
+		t.Fatal("no spare file was made after the second Create")
+	}
+	d.Close()
+	if spareReady() {
+		t.Errorf("a spare outlived Close")
+	}
 }

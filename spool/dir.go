@@ -21,6 +21,7 @@ type Dir struct {
 	stateDir string
 	execDir  string
 	ids      dirIDs
+	spare    spare // the next Create's file, made ahead (beneath.go)
 
 	// beforeVerify, when set (tests only), runs on the temporary compressed
 	// file after it is written and before it is verified.
@@ -35,7 +36,7 @@ func NewDir(stateDir string) *Dir {
 		stateDir = abs
 	}
 	stateDir = filepath.Clean(stateDir)
-	d := &Dir{stateDir: stateDir, execDir: filepath.Join(stateDir, logDir)}
+	d := &Dir{stateDir: stateDir, execDir: filepath.Join(stateDir, logDir), spare: spare{fd: -1}}
 	d.recordIDs()
 	return d
 }
