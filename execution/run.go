@@ -40,16 +40,6 @@ func (e *Execution) run() {
 		e.settle(nil, e.causeOf())
 		return
 	}
-	// Durable before the spawn: a helper killed at any instant after this
-	// leaves nothing that recovery cannot find.
-	if err := e.journalSpawn(); err != nil {
-		cause := e.causeOf()
-		if e.ctx.Err() == nil {
-			cause = &stopCause{term: SpawnFailed, reason: fmt.Sprintf("the command was not started: its start could not be made durable in the session's journal (%v)", err)}
-		}
-		e.settle(nil, cause)
-		return
-	}
 	spec := e.spec
 	spec.Env = process.MergeEnv(Defaults, spec.Env)
 	if err := e.box.open(e.id, &spec); err != nil {
@@ -60,10 +50,33 @@ func (e *Execution) run() {
 		rf := g.Facts()
 		e.update(func(st *execState) { st.facts.Resources = &rf })
 	}
+	// Durable before the command runs: a helper killed at any instant
+	// leaves nothing that recovery cannot find. The record is written
+	// while the runner spawns the command, whose first process waits at
+	// its gate (which a helper's death closes) until BeforeRun says the
+	// record is on disk.
+	journaled := make(chan error, 1)
+	go func() { journaled <- e.journalSpawn() }()
+	var (
+		journalOnce sync.Once
+		journalErr  error
+	)
+	spec.BeforeRun = func() error {
+		journalOnce.Do(func() { journalErr = <-journaled })
+		return journalErr
+	}
 	proc, err := e.runner().Start(e.ctx, spec)
 	if err != nil {
+		_ = spec.BeforeRun() // the record goes before the settlement's
 		cause := &stopCause{term: SpawnFailed, reason: err.Error()}
-		errors.As(err, &cause) // a stop that came during the start wins
+		switch {
+		case journalErr != nil && e.ctx.Err() != nil:
+			cause = e.causeOf()
+		case journalErr != nil:
+			cause.reason = fmt.Sprintf("the command was not started: its start could not be made durable in the session's journal (%v)", journalErr)
+		default:
+			errors.As(err, &cause) // a stop that came during the start wins
+		}
 		e.settle(nil, cause)
 		return
 	}

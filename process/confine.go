@@ -9,10 +9,10 @@ import (
 // around that, and a clone straight into a cgroup v2 group. Without
 // either it is Spawn.
 func spawnConfined(cmd *exec.Cmd, spec Spec) (*child, *Tree, error) {
-	shield := false
+	o := spawnOpts{beforeRun: spec.BeforeRun}
 	if spec.Sandbox != nil {
 		cmd.Path, cmd.Args = spec.Sandbox.Wrap(cmd.Path, cmd.Args)
-		shield = spec.Sandbox.ShieldedByShim()
+		o.shield = spec.Sandbox.ShieldedByShim()
 	}
 	if spec.Resources != nil {
 		cmd.Path, cmd.Args = spec.Resources.Wrap(cmd.Path, cmd.Args)
@@ -20,5 +20,5 @@ func spawnConfined(cmd *exec.Cmd, spec Spec) (*child, *Tree, error) {
 			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
 		}
 	}
-	return spawn(cmd, spec.Tag, shield)
+	return spawn(cmd, spec.Tag, o)
 }

@@ -36,6 +36,13 @@ type Spec struct {
 	Sandbox *sandbox.Box
 	// Resources, when set, is the group the command starts in (local only).
 	Resources *sandbox.Group
+	// BeforeRun, when set, must succeed before the command runs (the
+	// journal's durable record of the start): the runner calls it while
+	// the command's first process, where it can, already exists but
+	// waits; when it fails nothing of the command runs and Start returns
+	// its error. A start made again (a remote agent lost meanwhile) calls
+	// it again, so it must be idempotent.
+	BeforeRun func() error
 }
 
 // Exit is how the shell process ended.

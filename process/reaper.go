@@ -1,6 +1,7 @@
 package process
 
 import (
+	"fmt"
 	"log"
 	"os"
 	"os/exec"
@@ -35,6 +36,9 @@ var reaper struct {
 	adopted  map[int]*adoptee // guarded by mu; adopted orphans and their trees
 	running  bool             // guarded by mu; the reaping goroutine runs
 	active   bool             // guarded by mu; this process is the subreaper
+	// blind: guarded by mu; the last reap could not list the helper's
+	// children, so adopted may miss some.
+	blind bool
 }
 
 // child is one started process the reaper waits for.
@@ -60,16 +64,65 @@ type adoptee struct {
 // status, and only the returned child's pid may be read: cmd.Process is
 // released once the child is reaped.
 func Spawn(cmd *exec.Cmd, tag string) (*child, *Tree, error) {
-	return spawn(cmd, tag, false)
+	return spawn(cmd, tag, spawnOpts{})
 }
 
-// spawn is Spawn, with the shim's shield mode when shield is set (for a
-// command line a sandbox built; see shim_native.go).
-func spawn(cmd *exec.Cmd, tag string, shield bool) (*child, *Tree, error) {
+// spawnOpts is what the shim does for one start besides the subreaper.
+type spawnOpts struct {
+	shield    bool         // shield a sandbox's bwrap (shim_native.go)
+	beforeRun func() error // Spec.BeforeRun
+}
+
+// maxGateFd is the highest descriptor the shim's gate flag can name.
+const maxGateFd = 9
+
+// spawn is Spawn with the shim's options. With beforeRun, the command
+// starts gated where the shim can hold it: its process exists, blocked on
+// a pipe, while beforeRun runs; then the pipe lets it go on, or, when
+// beforeRun fails, closes unread and the shim exits without running it
+// (as it does when the helper dies meanwhile). Where the shim cannot,
+// beforeRun runs first.
+func spawn(cmd *exec.Cmd, tag string, o spawnOpts) (*child, *Tree, error) {
+	var gate *os.File
+	gateFd := 0
+	if o.beforeRun != nil {
+		if shimUsable(cmd) && 3+len(cmd.ExtraFiles) <= maxGateFd {
+			r, w, err := os.Pipe()
+			if err != nil {
+				return nil, nil, fmt.Errorf("gate pipe: %w", err)
+			}
+			defer r.Close()
+			gate, gateFd = w, 3+len(cmd.ExtraFiles)
+			cmd.ExtraFiles = append(cmd.ExtraFiles, r)
+		} else if err := o.beforeRun(); err != nil {
+			return nil, nil, err
+		}
+	}
+	c, tree, err := spawnShimmed(cmd, tag, shimFlags(gateFd, o.shield))
+	if gate == nil {
+		return c, tree, err
+	}
+	if err != nil {
+		gate.Close()
+		return nil, nil, err
+	}
+	if err := o.beforeRun(); err != nil {
+		gate.Close()
+		c.wait()
+		return nil, nil, err
+	}
+	// A shim killed meanwhile has nothing left to run: its exit tells.
+	_, _ = gate.Write([]byte{1})
+	gate.Close()
+	return c, tree, nil
+}
+
+// spawnShimmed starts cmd through the shim with flags and registers it.
+func spawnShimmed(cmd *exec.Cmd, tag string, flags []string) (*child, *Tree, error) {
 	reaper.mu.Lock()
 	defer reaper.mu.Unlock()
 	startReaper()
-	cmd, err := startShimmed(cmd, shield)
+	cmd, err := startShimmed(cmd, flags)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -158,13 +211,17 @@ func reap() {
 	// nothing, every adoptee in the listing comes from a process collected
 	// in this round.
 	reaped := reapAll(&sources)
+	if reaped == 0 {
+		return // nothing to attribute adoptees to
+	}
 	for {
 		kids, ok := ownChildren()
 		if n := reapAll(&sources); n > 0 {
 			reaped += n
 			continue
 		}
-		if ok && reaped > 0 {
+		reaper.blind = !ok
+		if ok {
 			attribute(kids, sources)
 		}
 		return
@@ -257,27 +314,26 @@ func attribute(kids []int, sources []*Tree) {
 
 // noneLeft reports, cheaply, that nothing of an execution whose shell has
 // been reaped can still be alive: its group is empty, and the helper, as
-// subreaper, has no live adopted child. Every descendant that outlived the
+// subreaper, has no adopted child left. Every descendant that outlived the
 // shell is in the group or under such an adopted child (an orphan goes to
-// the nearest subreaper). False means "look closer", not "alive".
+// the nearest subreaper). No listing is needed: the reap that collected
+// the shell listed the helper's children after it (under mu, which this
+// waits for) and recorded the new ones in adopted; a later orphan comes to
+// the helper either at the death of an adopted child, whose reap lists
+// and records it, or at the death of a deeper process, while an ancestor
+// that is in adopted is still there (alive, or a zombie not yet reaped).
+// False means "look closer", not "alive".
 func noneLeft(pgid int) bool {
 	if unix.Kill(-pgid, 0) != unix.ESRCH {
 		return false
 	}
 	reaper.mu.Lock()
 	defer reaper.mu.Unlock()
-	if !reaper.active {
+	if !reaper.active || reaper.blind {
 		return false
 	}
-	kids, ok := ownChildren()
-	if !ok {
-		return false
-	}
-	for _, pid := range kids {
-		if reaper.children[pid] != nil {
-			continue
-		}
-		if p, ok := Stat(pid); ok && p.Alive() {
+	for pid := range reaper.adopted {
+		if _, ok := Stat(pid); ok {
 			return false
 		}
 	}

@@ -38,7 +38,7 @@ func run(cmd *exec.Cmd, timeout time.Duration, shield bool) ([]byte, error) {
 		cmd.SysProcAttr = &unix.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid = true
-	c, _, err := spawn(cmd, "", shield)
+	c, _, err := spawn(cmd, "", spawnOpts{shield: shield})
 	pw.Close()
 	if err != nil {
 		pr.Close()

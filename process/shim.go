@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 
@@ -26,14 +28,9 @@ import (
 // it exits, which costs a process table entry, nothing more.
 
 // shimArg marks a start in shim mode: os.Args[1], followed by the path of
-// the program and its argv, or by shieldArg and then those.
+// the program and its argv, or by the shim's flags and then those (see
+// shim_native.go).
 const shimArg = "mevedel-exec:subreaper-exec"
-
-// shieldArg asks the shim to shield what it runs (a sandbox's bwrap) from
-// the signals meant for the command: it sets them ignored and leaves an
-// inherited copy of the native shim at InnerShim, which resets them inside
-// the box ("-d") before the command runs.
-const shieldArg = "-i"
 
 // shimExe is the helper's executable when shim mode is on, else "".
 var shimExe atomic.Value
@@ -62,13 +59,24 @@ func runShim() {
 		return
 	}
 	args := os.Args[2:]
-	if args[0] == shieldArg {
+	if strings.HasPrefix(args[0], "-") {
+		flags := args[0][1:]
 		args = args[1:]
-		// Without the copy the box's inner start fails, and says so.
-		if err := placeInnerShim(); err != nil {
-			fmt.Fprintf(os.Stderr, "mevedel-exec: %v\n", err)
+		for i := 0; i < len(flags); i++ {
+			switch flags[i] {
+			case 'g':
+				if i+1 >= len(flags) || !passGate(int(flags[i+1]-'0')) {
+					os.Exit(127)
+				}
+				i++
+			case 'i':
+				// Without the copy the box's inner start fails, and says so.
+				if err := placeInnerShim(); err != nil {
+					fmt.Fprintf(os.Stderr, "mevedel-exec: %v\n", err)
+				}
+				signal.Ignore(shieldedSignals...)
+			}
 		}
-		signal.Ignore(shieldedSignals...)
 	}
 	// Without it the command still runs; its orphans go to the helper.
 	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -77,36 +85,70 @@ func runShim() {
 	os.Exit(127)
 }
 
+// passGate waits for the gate on fd to open (one byte) and closes it; a
+// gate closed unread says the command must not run.
+func passGate(fd int) bool {
+	var b [1]byte
+	for {
+		n, err := unix.Read(fd, b[:])
+		if err == unix.EINTR {
+			continue
+		}
+		unix.Close(fd)
+		return n == 1
+	}
+}
+
 // shieldedSignals are those a stop, an interrupt or a terminal sends to a
 // command's process group (the native shim's list too).
 var shieldedSignals = []os.Signal{unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGTERM}
 
-// throughShim returns cmd started through the shim when shim mode is on
-// and the program can be executed (a program that cannot fails in
-// cmd.Start, as it would without the shim); shield asks for shieldArg.
-func throughShim(cmd *exec.Cmd, shield bool) *exec.Cmd {
+// shimFlags are the shim's flags for a start: the gate on descriptor
+// gate (when not 0) and the shield.
+func shimFlags(gate int, shield bool) []string {
+	f := "-"
+	if gate > 0 {
+		f += "g" + strconv.Itoa(gate)
+	}
+	if shield {
+		f += "i"
+	}
+	if f == "-" {
+		return nil
+	}
+	return []string{f}
+}
+
+// shimUsable reports whether cmd can start through the shim: shim mode is
+// on and the program can be executed (a program that cannot fails in
+// cmd.Start, as it would without the shim).
+func shimUsable(cmd *exec.Cmd) bool {
 	exe, _ := shimExe.Load().(string)
 	if exe == "" || cmd.Err != nil || len(cmd.Args) == 0 {
-		return cmd
+		return false
 	}
-	var mode []string
-	if shield {
-		mode = []string{shieldArg}
-	}
-	if fi, err := os.Stat(cmd.Path); err != nil || !fi.Mode().IsRegular() || unix.Access(cmd.Path, unix.X_OK) != nil {
+	fi, err := os.Stat(cmd.Path)
+	return err == nil && fi.Mode().IsRegular() && unix.Access(cmd.Path, unix.X_OK) == nil
+}
+
+// throughShim returns cmd started through the shim with flags, when
+// shimUsable.
+func throughShim(cmd *exec.Cmd, flags []string) *exec.Cmd {
+	if !shimUsable(cmd) {
 		return cmd
 	}
 	if native := nativeShimPath(); native != "" {
-		cmd.Args = append(append(append([]string{"mevedel-exec-subreaper"}, mode...), cmd.Path), cmd.Args...)
+		cmd.Args = append(append(append([]string{"mevedel-exec-subreaper"}, flags...), cmd.Path), cmd.Args...)
 		cmd.Path = native
 		return cmd
 	}
-	return goShim(cmd, exe, mode)
+	exe, _ := shimExe.Load().(string)
+	return goShim(cmd, exe, flags)
 }
 
 // goShim starts cmd through the executable exe in shim mode.
-func goShim(cmd *exec.Cmd, exe string, mode []string) *exec.Cmd {
-	cmd.Args = append(append(append([]string{"mevedel-exec", shimArg}, mode...), cmd.Path), cmd.Args...)
+func goShim(cmd *exec.Cmd, exe string, flags []string) *exec.Cmd {
+	cmd.Args = append(append(append([]string{"mevedel-exec", shimArg}, flags...), cmd.Path), cmd.Args...)
 	cmd.Path = exe
 	return cmd
 }
@@ -115,9 +157,9 @@ func goShim(cmd *exec.Cmd, exe string, mode []string) *exec.Cmd {
 // opened through /proc/self/fd, which the kernel now and then refuses
 // (EACCES) to a child forked while other threads fork; such a start is
 // made again, once, through the executable's shim mode.
-func startShimmed(cmd *exec.Cmd, shield bool) (*exec.Cmd, error) {
+func startShimmed(cmd *exec.Cmd, flags []string) (*exec.Cmd, error) {
 	path, args := cmd.Path, cmd.Args
-	cmd = throughShim(cmd, shield)
+	cmd = throughShim(cmd, flags)
 	err := cmd.Start()
 	exe, _ := shimExe.Load().(string)
 	if err == nil || !errors.Is(err, unix.EACCES) || cmd.Path != nativeShimPath() || exe == "" {
@@ -126,10 +168,6 @@ func startShimmed(cmd *exec.Cmd, shield bool) (*exec.Cmd, error) {
 	again := &exec.Cmd{Path: path, Args: args, Env: cmd.Env, Dir: cmd.Dir,
 		Stdin: cmd.Stdin, Stdout: cmd.Stdout, Stderr: cmd.Stderr,
 		ExtraFiles: cmd.ExtraFiles, SysProcAttr: cmd.SysProcAttr}
-	var mode []string
-	if shield {
-		mode = []string{shieldArg}
-	}
-	again = goShim(again, exe, mode)
+	again = goShim(again, exe, flags)
 	return again, again.Start()
 }

@@ -16,14 +16,17 @@ import (
 // the cost of one more execve.
 
 // The native shim's arguments are the program's path and its argv, after
-// an optional mode: "-i" ignores SIGHUP, SIGINT, SIGQUIT and SIGTERM and
-// leaves an inherited copy of the shim at descriptor innerShimFd (a
-// sandbox's bwrap, the group's leader, then lives through a stop meant for
-// the command); "-d" closes that copy and sets those signals back to
-// their defaults (the command inside the box gets them as it would
-// outside). Both cost one tiny execve where env(1) costs a dynamic one.
+// optional flags in one word: "-g3i", say. "g" and a digit waits until
+// one byte can be read from that descriptor (a gate: closed unread, the
+// shim exits 127 and the command never runs) and closes it. "i" ignores
+// SIGHUP, SIGINT, SIGQUIT and SIGTERM and leaves an inherited copy of the
+// shim at descriptor innerShimFd (a sandbox's bwrap, the group's leader,
+// then lives through a stop meant for the command); "d", run from that
+// copy inside the box, closes it and sets those signals back to their
+// defaults (the command gets them as it would outside). Each costs one
+// tiny execve where env(1) costs a dynamic one.
 
-// innerShimFd is where the "-i" mode leaves the copy of the shim.
+// innerShimFd is where the "i" flag leaves the copy of the shim.
 const innerShimFd = 200
 
 // InnerShim is the path a shielded start's descendants run the shim by
@@ -35,7 +38,7 @@ func InnerShim() string {
 	return "/proc/self/fd/" + strconv.Itoa(innerShimFd)
 }
 
-// placeInnerShim is the Go shim's "-i": a copy of the native shim,
+// placeInnerShim is the Go shim's "i": a copy of the native shim,
 // inherited at innerShimFd.
 func placeInnerShim() error {
 	if subreaperCode == nil {

@@ -49,7 +49,7 @@ func TestNativeShimMakesTheShellASubreaper(t *testing.T) {
 	}
 }
 
-// The shield modes: "-i" runs its program with the group's stop signals
+// The shield flags: "i" runs its program with the group's stop signals
 // ignored and an inherited copy of the shim at innerShimFd; "-d", run from
 // that copy, closes it and gives the signals back as defaults.
 func TestNativeShimShieldModes(t *testing.T) {

@@ -183,7 +183,7 @@ func (cl *agentClient) request(ctx context.Context, req agent.Request) (agent.Re
 // start the caller gave up on is killed once it shows.
 func (cl *agentClient) start(ctx context.Context, spec launchSpec) (*agentProcess, error) {
 	s := agent.StartSpec{Command: spec.Command, Argv: spec.Argv, Dir: spec.Dir, Env: spec.Env, Overlay: spec.overlay || spec.Env == nil,
-		TTY: spec.TTY, Tag: spec.Tag, Sandbox: spec.sandbox, Resources: spec.resources}
+		TTY: spec.TTY, Tag: spec.Tag, Sandbox: spec.sandbox, Resources: spec.resources, Gated: spec.BeforeRun != nil}
 	b, err := json.Marshal(s)
 	if err != nil {
 		return nil, err
@@ -204,6 +204,21 @@ func (cl *agentClient) start(ctx context.Context, spec launchSpec) (*agentProces
 	if err := cl.w.Write(agent.MsgStart, ap.id, b); err != nil {
 		cl.forget(ap.id)
 		return nil, errAgentLost
+	}
+	if spec.BeforeRun != nil {
+		// While the start travels and the host spawns it gated.
+		err := spec.BeforeRun()
+		word := []byte{1}
+		if err != nil {
+			word[0] = 0
+		}
+		if werr := cl.w.Write(agent.MsgGo, ap.id, word); err != nil || werr != nil {
+			cl.forget(ap.id)
+			if err == nil {
+				err = errAgentLost
+			}
+			return nil, err
+		}
 	}
 	var st agent.Started
 	select {

@@ -75,6 +75,12 @@ func (r Runner) Start(ctx context.Context, spec process.Spec) (process.Process, 
 		// without them.
 		return nil, fmt.Errorf("remote: %s: the host agent that was to confine the command or apply its limits is not available, and the wrapper can do neither; nothing was run", r.Target)
 	}
+	// The wrapper has no gate: the start is made durable first.
+	if spec.BeforeRun != nil {
+		if err := spec.BeforeRun(); err != nil {
+			return nil, err
+		}
+	}
 	proc, err := r.Pool.start(ctx, r.Target, ls)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -77,6 +77,8 @@ type host struct {
 
 	mu    sync.Mutex
 	execs map[uint32]*hostExec // guarded by mu
+	gates map[uint32]chan bool // guarded by mu: a gated start's go (true) or abort
+	ended chan struct{}        // closed when the channel from the helper ends
 	wg    sync.WaitGroup       // starts and requests in flight
 }
 
@@ -102,7 +104,7 @@ type hostExec struct {
 
 // Serve runs the agent on one stream pair until in ends.
 func Serve(in io.Reader, out io.Writer) error {
-	h := &host{w: NewWriter(out), execs: map[uint32]*hostExec{}, spliceTo: -1}
+	h := &host{w: NewWriter(out), execs: map[uint32]*hostExec{}, gates: map[uint32]chan bool{}, ended: make(chan struct{}), spliceTo: -1}
 	if f, ok := out.(*os.File); ok {
 		var st unix.Stat_t
 		if unix.Fstat(int(f.Fd()), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO {
@@ -124,6 +126,7 @@ func Serve(in io.Reader, out io.Writer) error {
 	}
 	br := bufio.NewReaderSize(in, 64<<10)
 	defer h.wg.Wait()
+	defer close(h.ended) // first: gated starts give up before the wait
 	for {
 		f, err := ReadFrame(br)
 		if err != nil {
@@ -131,6 +134,9 @@ func Serve(in io.Reader, out io.Writer) error {
 		}
 		switch f.Type {
 		case MsgStart:
+			h.mu.Lock()
+			h.gates[f.ID] = make(chan bool, 1) // before its MsgGo can come
+			h.mu.Unlock()
 			h.wg.Go(func() { h.start(f.ID, f.Payload) })
 		case MsgCredit:
 			n, ok := CreditOf(f.Payload)
@@ -142,9 +148,35 @@ func Serve(in io.Reader, out io.Writer) error {
 			}
 		case MsgRequest:
 			h.wg.Go(func() { h.request(f.ID, f.Payload) })
+		case MsgGo:
+			h.mu.Lock()
+			g := h.gates[f.ID]
+			h.mu.Unlock()
+			if g != nil { // else its start has already ended
+				select {
+				case g <- len(f.Payload) == 1 && f.Payload[0] == 1:
+				default: // a second word for the same start
+				}
+			}
 		default:
 			return fmt.Errorf("unknown frame type %q", f.Type)
 		}
+	}
+}
+
+// waitGate is a gated start's BeforeRun: the helper's go, else why not.
+func (h *host) waitGate(id uint32) error {
+	h.mu.Lock()
+	g := h.gates[id]
+	h.mu.Unlock()
+	select {
+	case ok := <-g:
+		if !ok {
+			return errors.New("the helper withdrew the start")
+		}
+		return nil
+	case <-h.ended:
+		return errors.New("the channel from the helper ended before the start was let run")
 	}
 }
 
@@ -176,6 +208,11 @@ func (h *host) dir(d string) string {
 var sshdOnly = map[string]bool{"SSH_CLIENT": true, "SSH2_CLIENT": true}
 
 func (h *host) start(id uint32, payload []byte) {
+	defer func() {
+		h.mu.Lock()
+		delete(h.gates, id)
+		h.mu.Unlock()
+	}()
 	var s StartSpec
 	if err := json.Unmarshal(payload, &s); err != nil {
 		h.send(MsgStarted, id, Started{Err: "malformed start: " + err.Error()})
@@ -192,6 +229,9 @@ func (h *host) start(id uint32, payload []byte) {
 		env = process.MergeEnv(own, s.Env)
 	}
 	spec := process.Spec{Command: s.Command, Argv: s.Argv, Dir: h.dir(s.Dir), Env: env, TTY: s.TTY, Tag: s.Tag}
+	if s.Gated {
+		spec.BeforeRun = func() error { return h.waitGate(id) }
+	}
 	e := &hostExec{credit: Window}
 	if err := h.confine(id, s, &spec, e); err != nil {
 		h.send(MsgStarted, id, Started{Err: err.Error()})

@@ -47,6 +47,7 @@ const (
 	MsgEOF     byte = 'e' // id: execution; the output ended
 	MsgExit    byte = 'x' // id: execution; payload: ExitStatus
 	MsgReply   byte = 'r' // id: request; payload: Reply
+	MsgGo      byte = 'g' // id: execution; payload: one byte, 1 to let a gated start run, 0 to abort it
 )
 
 // Hello starts the host's first line, followed by its version.
@@ -79,6 +80,9 @@ type StartSpec struct {
 	Overlay bool     `json:"overlay,omitempty"`
 	TTY     bool     `json:"tty,omitempty"`
 	Tag     string   `json:"tag,omitempty"`
+	// Gated: the command's first process waits, once spawned, until a
+	// MsgGo lets it run; an abort, or the agent's end, and it never does.
+	Gated bool `json:"gated,omitempty"`
 	// Sandbox, when set, is the policy as this host applies it (the
 	// answer to OpConfine): the command runs under bubblewrap or not at
 	// all.
