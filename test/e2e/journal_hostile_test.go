@@ -77,8 +77,10 @@ func TestJournalSurvivesAFullDisk(t *testing.T) {
 	// Commands until the journal cannot take their records: the last
 	// page of the file may hold a few more.
 	var refusal string
+	markers := t.TempDir() // on another file system, which has room
 	for i := 0; i < 100 && refusal == ""; i++ {
-		o, err := s1.start("echo hi", nil)
+		marker := filepath.Join(markers, fmt.Sprint(i))
+		o, err := s1.start("touch "+marker, nil)
 		if err != nil {
 			e, ok := rpcError(err)
 			if !ok || e.Code != -32006 || errKind(e) != "io" {
@@ -91,6 +93,11 @@ func TestJournalSurvivesAFullDisk(t *testing.T) {
 		// started, and it says why.
 		if f := o.Facts; f.Termination == execution.SpawnFailed && !strings.Contains(f.Reason, "journal") {
 			t.Fatalf("spawn failed for another reason: %+v", f)
+		}
+		// Its process may have been spawned, held at its gate while the
+		// record was written: it never ran.
+		if _, err := os.Stat(marker); (err == nil) != (o.Facts.Termination == execution.Exited) {
+			t.Fatalf("start %d ended %s, and its command ran: %v", i, o.Facts.Termination, err == nil)
 		}
 	}
 	if !strings.Contains(refusal, "journal") || !strings.Contains(refusal, "no space left") {
