@@ -439,10 +439,18 @@ func (s *Session) Interrupt(c Caller, id string) (Facts, error) {
 // List returns live executions visible to c: under model authority the
 // owner's yielded ones and its one-shots, helpers and evals, under user
 // authority all, ordered by start.
-func (s *Session) List(c Caller) []Facts {
-	return slices.DeleteFunc(s.Live(), func(f Facts) bool {
+func (s *Session) List(c Caller) []Facts { return s.AppendList(nil, c) }
+
+// AppendList is List appending to out, whose room a caller that lists
+// often reuses: a listing of hundreds of facts is otherwise most of what
+// the helper allocates, and each collection slows the listings it meets.
+func (s *Session) AppendList(out []Facts, c Caller) []Facts {
+	n := len(out)
+	out = s.appendLive(out)
+	kept := slices.DeleteFunc(out[n:], func(f Facts) bool {
 		return !c.User && (f.Owner != c.owner() || (!f.Yielded && f.Kind.Yields()))
 	})
+	return out[:n+len(kept)]
 }
 
 // Live returns the facts of every live execution, by start (queued ones
@@ -454,10 +462,13 @@ func (s *Session) List(c Caller) []Facts {
 // hundreds of executions would make one listing in every listenFresh
 // tens of milliseconds slow. Those older than listenFresh are read after
 // it, off the caller's path, and a change is announced by exec/changed.
-func (s *Session) Live() []Facts {
+func (s *Session) Live() []Facts { return s.appendLive(nil) }
+
+func (s *Session) appendLive(out []Facts) []Facts {
 	var stale []*Execution
+	n := len(out)
 	s.mu.Lock()
-	out := make([]Facts, 0, len(s.execs))
+	out = slices.Grow(out, len(s.execs))
 	for _, e := range s.execs {
 		if e.settledNow() {
 			continue
@@ -487,7 +498,7 @@ func (s *Session) Live() []Facts {
 		})
 	}
 	s.mu.Unlock()
-	sortFacts(out)
+	sortFacts(out[n:])
 	return out
 }
 
@@ -495,7 +506,7 @@ func (s *Session) Live() []Facts {
 // the others; ties by id, which is arrival order.
 func sortFacts(out []Facts) {
 	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
+		a, b := &out[i], &out[j] // not copies: a listing sorts hundreds
 		if (a.StartedAt == nil) != (b.StartedAt == nil) {
 			return a.StartedAt != nil
 		}

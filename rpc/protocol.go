@@ -188,6 +188,13 @@ type ExecListResult struct {
 	Executions []execution.Facts `json:"executions"`
 }
 
+// AppendJSON appends r as JSON, as encoding/json would (see
+// execution.Facts.AppendJSON).
+func (r ExecListResult) AppendJSON(b []byte) []byte {
+	b = append(b, `{"executions":`...)
+	return append(execution.AppendFactsJSON(b, r.Executions), '}')
+}
+
 // ExecStopAllParams stops live executions: with As "user" and no Owner,
 // every one of the session (termination stopped); otherwise only Owner's
 // (default "/root"; termination owner-stopped). Under model authority an
@@ -230,9 +237,25 @@ type ChangedParams struct {
 	Changed   []execution.Facts `json:"changed"`
 }
 
+// AppendJSON appends p as JSON, as encoding/json would.
+func (p ChangedParams) AppendJSON(b []byte) []byte {
+	b = append(b, `{"sessionId":`...)
+	b = execution.AppendJSONString(b, p.SessionID)
+	b = append(b, `,"changed":`...)
+	return append(execution.AppendFactsJSON(b, p.Changed), '}')
+}
+
 type SettledParams struct {
 	SessionID string          `json:"sessionId"`
 	Facts     execution.Facts `json:"facts"`
+}
+
+// AppendJSON appends p as JSON, as encoding/json would.
+func (p SettledParams) AppendJSON(b []byte) []byte {
+	b = append(b, `{"sessionId":`...)
+	b = execution.AppendJSONString(b, p.SessionID)
+	b = append(b, `,"facts":`...)
+	return append(p.Facts.AppendJSON(b), '}')
 }
 
 type SpoolReadParams struct {

@@ -801,9 +801,17 @@ func (s *Server) execList(req *jsonrpc2.Request, r *reply) {
 			r.ok(ExecListResult{Executions: sess.Recent(c)})
 			return
 		}
-		r.ok(ExecListResult{Executions: sess.List(c)})
+		bp := listBufs.Get().(*[]execution.Facts)
+		facts := sess.AppendList((*bp)[:0], c)
+		r.ok(ExecListResult{Executions: facts}) // encoded before it returns
+		clear(facts)                            // holds nothing of them in the pool
+		*bp = facts[:0]
+		listBufs.Put(bp)
 	})
 }
+
+// listBufs are the room of listings, reused (see Session.AppendList).
+var listBufs = sync.Pool{New: func() any { return new([]execution.Facts) }}
 
 func (s *Server) execStopAll(req *jsonrpc2.Request, r *reply) {
 	var p ExecStopAllParams

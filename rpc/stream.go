@@ -163,6 +163,11 @@ const (
 	framePoolMax  = 4 << 20 // larger buffers are left to the collector
 )
 
+// jsonAppender is a value that writes its own JSON, byte for byte what
+// encoding/json would write, without reflection (the facts of every
+// listing, change and observation).
+type jsonAppender interface{ AppendJSON([]byte) []byte }
+
 // appender is an io.Writer that appends to a slice.
 type appender struct{ b []byte }
 
@@ -178,8 +183,9 @@ func (s *Stream) encodeFrame(prefix string, v any) error {
 	bp := frameBufs.Get().(*[]byte)
 	a := appender{b: append((*bp)[:0], make([]byte, frameHeadRoom)...)}
 	a.b = append(a.b, prefix...)
-	enc := json.NewEncoder(&a)
-	if err := enc.Encode(v); err != nil {
+	if j, ok := v.(jsonAppender); ok {
+		a.b = append(j.AppendJSON(a.b), '\n')
+	} else if err := json.NewEncoder(&a).Encode(v); err != nil {
 		*bp = a.b[:0]
 		frameBufs.Put(bp)
 		return err

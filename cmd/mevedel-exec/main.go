@@ -11,6 +11,8 @@ import (
 	"os"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mevedel/mevedel-exec/remote/agent"
 	"github.com/mevedel/mevedel-exec/rpc"
 )
@@ -65,6 +67,7 @@ func serve(args []string) int {
 	srv := rpc.NewServer(rpc.Options{Logger: logger, StallTimeout: *stall})
 	go onSignals(srv, signals, logger)
 	if *listen == "" {
+		widenPipe(os.Stdout)
 		return exitCode(srv.Serve(os.Stdin, os.Stdout), logger)
 	}
 	// Replace a stale socket, never anything else.
@@ -93,4 +96,17 @@ func exitCode(err error, logger *log.Logger) int {
 		return 1
 	}
 	return 0
+}
+
+// widenPipe gives a pipe to the client room for a whole listing (a
+// listing of 500 executions is 300 KB; through the default 64 KiB the
+// writer and the reader take turns five times over). Where the kernel
+// refuses (past its pipe-max-size for the user), it stays as it is.
+func widenPipe(f *os.File) {
+	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		return
+	}
+	if rc, err := f.SyscallConn(); err == nil { // Fd would make it blocking
+		_ = rc.Control(func(fd uintptr) { _, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, 1<<20) })
+	}
 }

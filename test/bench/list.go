@@ -39,6 +39,7 @@ type framed struct {
 	in    io.Writer
 	out   *bufio.Reader
 	next  int
+	buf   []byte
 }
 
 type framedReply struct {
@@ -76,7 +77,13 @@ func (f *framed) call(method string, params any) ([]byte, error) {
 				length, _ = strconv.Atoi(v)
 			}
 		}
-		b := make([]byte, length)
+		// One buffer for every reply: the collector the client would
+		// otherwise run every few listings is no part of the helper's
+		// round trip. A reply is valid until the next call.
+		if cap(f.buf) < length {
+			f.buf = make([]byte, length)
+		}
+		b := f.buf[:length]
 		if _, err := io.ReadFull(f.out, b); err != nil {
 			return nil, err
 		}
