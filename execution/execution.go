@@ -23,12 +23,15 @@ func (c *stopCause) Error() string { return string(c.term) + ": " + c.reason }
 // Facts value copied out under mu; everything that changes is in st (see
 // state.go).
 type Execution struct {
-	s         *Session     // immutable
-	id        string       // immutable
-	owner     string       // immutable
-	label     string       // immutable
-	spec      process.Spec // immutable
-	ticket    *ticket      // immutable
+	s      *Session     // immutable
+	id     string       // immutable
+	owner  string       // immutable
+	label  string       // immutable
+	spec   process.Spec // immutable
+	ticket *ticket      // immutable
+	// journaled, when set before run starts, is the result of its spawn
+	// record, begun as the start was admitted at once (run goroutine only).
+	journaled chan error
 	sp        *spool.Spool // immutable
 	grace     time.Duration
 	toolUseID string        // immutable

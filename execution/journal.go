@@ -43,6 +43,14 @@ func (e *Execution) journalSpawn() error {
 	return err
 }
 
+// beginJournalSpawn makes the spawn record durable in the background; the
+// channel gives the result.
+func (e *Execution) beginJournalSpawn() chan error {
+	done := make(chan error, 1)
+	go func() { done <- e.journalSpawn() }()
+	return done
+}
+
 // leaderOf identifies proc's group leader for recovery.
 func leaderOf(f Facts, proc process.Process) *transcript.Leader {
 	if f.Pid == 0 {
@@ -111,14 +119,7 @@ func (s *Session) journalNotice(executionID, owner, text string, attrs map[strin
 	})
 }
 
-func factsJSON(f Facts) json.RawMessage {
-	b, err := json.Marshal(f)
-	if err != nil { // Facts has no type that fails to encode
-		logf("execution %s: encoding facts: %v", f.ExecutionID, err)
-		return nil
-	}
-	return b
-}
+func factsJSON(f Facts) json.RawMessage { return f.AppendJSON(nil) }
 
 // Records returns journal records after since; see transcript.Journal.
 func (s *Session) Records(since uint64, limit int) ([]transcript.Record, uint64, error) {

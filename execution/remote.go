@@ -121,6 +121,25 @@ func (s *Session) StartAndAwait(ctx context.Context, c Caller, p StartParams, yi
 		reply(Observation{}, fault.New(fault.Unavailable, "the helper is shutting down"))
 		return
 	}
+	if resolved, ok := pool.Ready(t); ok {
+		// Connected, its agent up: registered here, in arrival order, as
+		// a local start is, with no goroutine to wait for first.
+		cctx, cancel := context.WithCancel(ctx)
+		p.remote = &remoteExec{pool: pool, named: t, target: resolved, startCtx: cctx}
+		e, err := s.Start(c, p)
+		if err != nil {
+			cancel()
+			reply(Observation{}, err)
+			return
+		}
+		s.Go(func() {
+			defer cancel()
+			stop := context.AfterFunc(s.life, cancel) // the session's end
+			defer stop()
+			reply(e.awaitStart(ctx, yield, maxChars), nil)
+		})
+		return
+	}
 	s.Go(func() {
 		cctx, cancel := context.WithCancel(ctx)
 		defer cancel()

@@ -37,12 +37,18 @@ func (e *Execution) run() {
 	select {
 	case <-e.ticket.admitted:
 	case <-e.ctx.Done():
+		if e.journaled != nil {
+			<-e.journaled // its spawn record goes before the settlement's
+		}
 		e.settle(nil, e.causeOf())
 		return
 	}
 	spec := e.spec
 	spec.Env = process.MergeEnv(Defaults, spec.Env)
 	if err := e.box.open(e.id, &spec); err != nil {
+		if e.journaled != nil {
+			<-e.journaled
+		}
 		e.settle(nil, &stopCause{term: SpawnFailed, reason: err.Error()})
 		return
 	}
@@ -55,8 +61,10 @@ func (e *Execution) run() {
 	// while the runner spawns the command, whose first process waits at
 	// its gate (which a helper's death closes) until BeforeRun says the
 	// record is on disk.
-	journaled := make(chan error, 1)
-	go func() { journaled <- e.journalSpawn() }()
+	journaled := e.journaled
+	if journaled == nil {
+		journaled = e.beginJournalSpawn()
+	}
 	var (
 		journalOnce sync.Once
 		journalErr  error

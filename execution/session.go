@@ -305,6 +305,13 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 		s.monitors[mon.id] = mon
 	}
 	e.ticket = s.sched.enqueue(lane)
+	select {
+	case <-e.ticket.admitted:
+		// Nothing waits ahead of it: its spawn record goes to the disk
+		// now, while the rest of the start is made.
+		e.journaled = e.beginJournalSpawn()
+	default:
+	}
 	s.execs[id] = e
 	s.owners[id] = c.owner()
 	s.wg.Add(1)

@@ -180,6 +180,30 @@ func (c *conn) hasAgent() bool {
 	return c.ag.cl != nil && !c.ag.cl.isDead()
 }
 
+// Ready reports, without waiting, whether t can be started on now: a
+// live connection, with its host agent running unless the wrapper serves
+// the host. Then it returns t resolved, as Connect would, and Prepare has
+// nothing to do.
+func (p *Pool) Ready(t Target) (Target, bool) {
+	r, err := p.resolve(t)
+	if err != nil {
+		return Target{}, false
+	}
+	h, err := p.host(r.key())
+	if err != nil {
+		return Target{}, false
+	}
+	wantAgent := p.cfg.Mode != ModeWrapper && agent.Deployable
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.conns {
+		if !c.isDead() && (!wantAgent || c.hasAgent()) {
+			return r.Target, true
+		}
+	}
+	return Target{}, false
+}
+
 // agentFor returns the host agent of one of r's connections, deploying it
 // when none runs; nil (and the reason) when the host's commands go
 // through the wrapper.

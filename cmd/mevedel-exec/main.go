@@ -32,6 +32,7 @@ func main() {
 		os.Exit(2)
 	}
 	agent.Version, agent.Deployable = rpc.ServerVersion, true
+	keepInheritedFromChildren()
 	switch os.Args[1] {
 	case "host":
 		os.Exit(agent.Main(os.Args[2:]))
@@ -108,5 +109,26 @@ func widenPipe(f *os.File) {
 	}
 	if rc, err := f.SyscallConn(); err == nil { // Fd would make it blocking
 		_ = rc.Control(func(fd uintptr) { _, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, 1<<20) })
+	}
+}
+
+// keepInheritedFromChildren marks every descriptor past stdio that this
+// process inherited close-on-exec: whatever the parent left open (a
+// shell's job pipe, an editor's socket) is this process's to use, never
+// the commands'. Only stdio and what a start passes on purpose reach them.
+func keepInheritedFromChildren() {
+	if unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return
+	}
+	// Before Linux 5.11: one by one.
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range fds {
+		var fd int
+		if _, err := fmt.Sscan(e.Name(), &fd); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
 	}
 }

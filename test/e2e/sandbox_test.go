@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mevedel/mevedel-exec/execution"
 	"github.com/mevedel/mevedel-exec/internal/client"
 	"github.com/mevedel/mevedel-exec/sandbox"
@@ -211,7 +213,25 @@ func holdsThroughYieldPollAndStop(t *testing.T, w where) {
 }
 
 func TestSandboxCommandKeepsItsSignalsAndDescriptors(t *testing.T) {
+	strayDescriptor(t)
 	keepsItsSignalsAndDescriptors(t, here(t))
+}
+
+// strayDescriptor leaves a descriptor open without close-on-exec in this
+// process, as a careless parent would, for the helper started next to
+// inherit.
+func strayDescriptor(t *testing.T) {
+	t.Helper()
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const stray = 100
+	if err := unix.Dup3(int(f.Fd()), stray, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(stray) })
 }
 
 // keepsItsSignalsAndDescriptors: inside the box the command starts with
@@ -221,12 +241,19 @@ func TestSandboxCommandKeepsItsSignalsAndDescriptors(t *testing.T) {
 func keepsItsSignalsAndDescriptors(t *testing.T, w where) {
 	s := w.s
 	work := t.TempDir()
-	show := `grep -E '^Sig(Ign|Blk)' /proc/self/status; ls /proc/$$/fd | sort -n | tr '\n' ' '; echo`
+	// The shell's own descriptors, listed by the shell itself: a pipeline
+	// or a command substitution would hold pipes of its own meanwhile.
+	show := `grep -E '^Sig(Ign|Blk)' /proc/self/status; cd /proc/$$/fd && echo *`
 	outside := s.mustStart(show, map[string]any{"cwd": w.dir(work)})
 	inside := s.mustStart(show, map[string]any{"cwd": w.dir(work), "sandbox": confined(work)})
 	w.wantBubblewrap(t, inside.Facts)
 	if !outside.Final || !inside.Final || outside.Output == "" || inside.Output != outside.Output {
 		t.Errorf("the command's signals and descriptors differ inside the box:\noutside %q\ninside  %q", outside.Output, inside.Output)
+	}
+	// Stdio and the directory being listed, nothing the helper or its
+	// parent held (this test's own process has more open).
+	if !strings.HasSuffix(outside.Output, "\n0 1 2 3\n") {
+		t.Errorf("the command has descriptors besides stdio: %q", outside.Output)
 	}
 	o := s.mustStart(`trap 'echo got TERM; exit 7' TERM; echo ready; while :; do sleep 0.05; done`,
 		map[string]any{"cwd": w.dir(work), "sandbox": confined(work), "yieldMs": 100})
