@@ -476,6 +476,9 @@ func (s *Session) appendLive(out []Facts) []Facts {
 	n := len(out)
 	s.mu.Lock()
 	out = slices.Grow(out, len(s.execs))
+	if out == nil {
+		out = []Facts{} // a listing of none is [], not null
+	}
 	for _, e := range s.execs {
 		if e.settledNow() {
 			continue
