@@ -583,6 +583,12 @@ func TestDaemonIdleExit(t *testing.T) {
 	if !fin.Final {
 		t.Fatalf("not final: %+v", fin)
 	}
+	// A command that settled before the observe came is delivered
+	// instead, and the delivery waits for its ack as it would for Emacs;
+	// one that settled while the observe waited was claimed by it.
+	if fin.DeliveryID != "" {
+		call(t, c2, "mailbox/ack", map[string]any{"sessionId": sid, "deliveryId": fin.DeliveryID, "durable": true}, nil)
+	}
 	c2.Close()
 	if !testsupport.WaitGone(pid, waitBound) {
 		t.Fatal("the idle daemon did not exit")
