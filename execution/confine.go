@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -65,7 +64,7 @@ type confinement struct {
 
 // probeBackend runs the bubblewrap probe once per session.
 func (s *Session) probeBackend() sandbox.Probe {
-	s.backendOnce.Do(func() { s.backend = sandbox.ProbeBubblewrap(os.Getenv("PATH"), process.InnerShim(), probeRun) })
+	s.backendOnce.Do(func() { s.backend = process.ProbeSandbox() })
 	return s.backend
 }
 
@@ -189,15 +188,6 @@ func (c *confinement) close(id string) (string, []sandbox.Denial) {
 	}
 	c.box.Release()
 	return c.hit, c.denials
-}
-
-// probeRun runs the sandbox backend's probe through the reaper, within
-// the probe's bound.
-func probeRun(cmd *exec.Cmd, shield bool) ([]byte, error) {
-	if shield {
-		return process.RunShielded(cmd, sandbox.ProbeTimeout)
-	}
-	return process.Run(cmd, sandbox.ProbeTimeout)
 }
 
 // remoteConfinement asks a remote start's host how its sandbox applies

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/mevedel/mevedel-exec/sandbox"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,10 +23,13 @@ func Run(cmd *exec.Cmd, timeout time.Duration) ([]byte, error) {
 	return run(cmd, timeout, false)
 }
 
-// RunShielded is Run through the shim's shield mode, as a sandbox's bwrap
-// starts when its box is ShieldedByShim (for the backend's probe).
-func RunShielded(cmd *exec.Cmd, timeout time.Duration) ([]byte, error) {
-	return run(cmd, timeout, true)
+// ProbeSandbox probes the sandbox backend on this process's PATH, its
+// programs run through the reaper within the probe's bound (the shielded
+// one through the shim's shield, as a confined start's bwrap is).
+func ProbeSandbox() sandbox.Probe {
+	return sandbox.ProbeBubblewrap(os.Getenv("PATH"), InnerShim(), func(cmd *exec.Cmd, shield bool) ([]byte, error) {
+		return run(cmd, sandbox.ProbeTimeout, shield)
+	})
 }
 
 func run(cmd *exec.Cmd, timeout time.Duration, shield bool) ([]byte, error) {

@@ -53,7 +53,7 @@ const ProbeTimeout = 5 * time.Second
 // Runner runs a short program to its end and returns its stderr; an
 // error unless it exited 0. The helper's reaper owns every child, so the
 // helper passes one that waits through it (process.Run); shield starts it
-// through the shim's shield mode (process.RunShielded).
+// through the shim's shield mode (process.ProbeSandbox).
 type Runner func(cmd *exec.Cmd, shield bool) (stderr []byte, err error)
 
 // ProbeBubblewrap looks bwrap up on path (the helper's PATH) and runs it,

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -452,12 +451,7 @@ func (e *hostExec) release() {
 // on the agent's own PATH.
 func (h *host) probeBackend() sandbox.Probe {
 	h.probeOnce.Do(func() {
-		h.probe = sandbox.ProbeBubblewrap(os.Getenv("PATH"), process.InnerShim(), func(cmd *exec.Cmd, shield bool) ([]byte, error) {
-			if shield {
-				return process.RunShielded(cmd, sandbox.ProbeTimeout)
-			}
-			return process.Run(cmd, sandbox.ProbeTimeout)
-		})
+		h.probe = process.ProbeSandbox()
 	})
 	return h.probe
 }
