@@ -84,7 +84,8 @@ func (s *Session) confinement(p StartParams) (*confinement, error) {
 	if !res.Zero() {
 		c.resFacts = &sandbox.ResourceFacts{Resources: res}
 	}
-	applied, err := pol.Resolve(sandbox.Where{Home: envlist.Value(os.Environ(), "HOME"), StateDir: s.stateDir.Root})
+	home := envlist.Value(os.Environ(), "HOME")
+	applied, err := pol.Resolve(sandbox.Where{Home: home, StateDir: s.stateDir.Root, Control: s.m.controlPaths(home)})
 	if err != nil {
 		return nil, fault.New(fault.InvalidParams, "%v", err)
 	}

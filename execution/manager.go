@@ -10,6 +10,7 @@ import (
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
 	"github.com/mevedel/mevedel-exec/process"
+	"github.com/mevedel/mevedel-exec/sandbox"
 	"github.com/mevedel/mevedel-exec/spool"
 	"github.com/mevedel/mevedel-exec/transcript"
 )
@@ -112,6 +113,35 @@ type Manager struct {
 	opening map[string]bool
 
 	remote remoteHosts // SSH connections, for the helper's life
+
+	// hidden are control paths of this helper besides its sessions'
+	// state directories (a --listen socket), hidden in every box;
+	// guarded by mu.
+	hidden []string
+}
+
+// Hide adds paths of the helper's own control plane (a --listen socket)
+// to what every confined command of every session is kept from.
+func (m *Manager) Hide(paths ...string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.hidden = append(m.hidden, paths...)
+}
+
+// controlPaths is this helper's control plane as a box hides it: the
+// daemon's directories, every open session's state directory, and what
+// Hide added. A command confined in one session must not reach another
+// session's journal and logs, nor a socket that would start it
+// unconfined commands.
+func (m *Manager) controlPaths(home string) []string {
+	out := sandbox.ControlDirs(home, os.Getenv("XDG_RUNTIME_DIR"))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out = append(out, m.hidden...)
+	for _, s := range m.sessions {
+		out = append(out, s.stateDir.Root)
+	}
+	return out
 }
 
 // NewManager returns a manager that announces through events.

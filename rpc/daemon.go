@@ -7,7 +7,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/mevedel/mevedel-exec/execution"
@@ -297,42 +296,6 @@ func (s *Server) idle() bool {
 	return true
 }
 
-// PeerUID returns the uid of the process at the other end of a unix
-// socket connection, as the kernel recorded it when it connected.
-func PeerUID(c net.Conn) (uint32, error) {
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return 0, fmt.Errorf("not a unix socket connection")
-	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return 0, err
-	}
-	var cred *syscall.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
-	}); err != nil {
-		return 0, err
-	}
-	if cerr != nil {
-		return 0, cerr
-	}
-	return cred.Uid, nil
-}
-
-// peerRefusal says why a client whose uid is uid (err: unknown) may not
-// use a daemon serving self, or "" when it may.
-func peerRefusal(uid uint32, err error, self int) string {
-	switch {
-	case err != nil:
-		return fmt.Sprintf("cannot tell who connected (%v); only uid %d may use this helper", err, self)
-	case int64(uid) != int64(self):
-		return fmt.Sprintf("uid %d may not use this helper: it serves uid %d only", uid, self)
-	}
-	return ""
-}
-
 // firstClientGrace is how long a daemon no client has come to yet stays
 // however short its idle period.
 const firstClientGrace = 30 * time.Second
@@ -350,7 +313,6 @@ func (s *Server) ServeDaemon(l net.Listener, idle time.Duration) error {
 	defer l.Close()
 	var conns sync.WaitGroup
 	accepted := make(chan error, 1)
-	self := os.Getuid()
 	// A new daemon waits for its first client (its starter connects
 	// next) before an idle period counts.
 	var came atomic.Bool
@@ -362,8 +324,7 @@ func (s *Server) ServeDaemon(l net.Listener, idle time.Duration) error {
 				accepted <- err
 				return
 			}
-			uid, err := PeerUID(c)
-			if why := peerRefusal(uid, err, self); why != "" {
+			if why := peerRefusal(c); why != "" {
 				go refuse(c, why, s.logger)
 				continue
 			}

@@ -32,6 +32,10 @@ func (s *Server) ServeListener(l net.Listener, linger time.Duration) error {
 				slot.shut()
 				return
 			}
+			if why := peerRefusal(c); why != "" {
+				go refuse(c, why, s.logger)
+				continue
+			}
 			go slot.admit(c, s.logger)
 		}
 	}()

@@ -80,6 +80,9 @@ type Options struct {
 	// to the helper, results go to its agent client, and a client that
 	// leaves leaves its sessions running.
 	Daemon bool
+	// Hidden are control paths of this helper that every confined
+	// command is kept from besides the defaults (its --listen socket).
+	Hidden []string
 }
 
 // ErrAborted says the server stopped serving without waiting for its
@@ -110,6 +113,7 @@ func NewServer(o Options) *Server {
 	s.fwd = newForwarder(s.route, s.behind, s.waitRoom)
 	s.fwd.takes = s.takesWake
 	s.mgr = execution.NewManager(s.fwd)
+	s.mgr.Hide(o.Hidden...)
 	if s.daemon {
 		// A session's results wait for its agent client.
 		s.mgr.SetConnected(false)
@@ -519,6 +523,9 @@ func decode(req *jsonrpc2.Request, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(*req.Params))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if why := numberBounds(err); why != "" {
+			return fault.New(fault.InvalidParams, "invalid params for %s: %s", req.Method, why)
+		}
 		return fault.New(fault.InvalidParams, "invalid params for %s: %w", req.Method, err)
 	}
 	return checkBounds(v)
@@ -714,9 +721,38 @@ func (s *Server) prepareSession(req *jsonrpc2.Request, r *reply, p any, sid *str
 	return sess, ok
 }
 
+// prepareAgent is prepareSession for what only the session's agent client
+// may do: take deliveries (mailbox/ack) and speak for the model's owners
+// (owner/*). An observer (a panel, the command line) that could would
+// swallow results its agent never gets.
+func (s *Server) prepareAgent(req *jsonrpc2.Request, r *reply, p any, sid *string) (*execution.Session, bool) {
+	sess, ok := s.prepareSession(req, r, p, sid)
+	if ok && s.roleIn(r.p, *sid) == RoleObserver {
+		r.fail(observerRefused(req.Method, *sid))
+		return nil, false
+	}
+	return sess, ok
+}
+
+// prepareOwned is prepare for a start: an observer starts only as the
+// person (as: "user"), never as one of the model's owners, whose results
+// go to the agent client.
+func (s *Server) prepareOwned(req *jsonrpc2.Request, r *reply, p any, auth *Authority, sid *string) (execution.Caller, *execution.Session, bool) {
+	c, sess, ok := s.prepare(req, r, p, auth, sid)
+	if ok && auth.As != "user" && s.roleIn(r.p, *sid) == RoleObserver {
+		r.fail(fault.New(fault.NotFound, "%s as a model owner is not allowed for role observer in session %q: an observer starts only with as \"user\"; a model owner's start belongs to the session's agent client", req.Method, *sid))
+		return c, nil, false
+	}
+	return c, sess, ok
+}
+
+func observerRefused(method, sid string) error {
+	return fault.New(fault.NotFound, "%s is not allowed for role observer in session %q: only the session's agent client takes deliveries and speaks for its owners", method, sid)
+}
+
 func (s *Server) execStart(req *jsonrpc2.Request, r *reply) {
 	var p ExecStartParams
-	c, sess, ok := s.prepare(req, r, &p, &p.Authority, &p.SessionID)
+	c, sess, ok := s.prepareOwned(req, r, &p, &p.Authority, &p.SessionID)
 	if !ok {
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -46,6 +47,17 @@ const shielded = "INT,TERM,HUP,QUIT"
 // (a shell cannot trap a signal ignored on entry).
 const shieldCheck = `trap "exit 0" TERM; kill -TERM $$; exit 1`
 
+// boxBase is what every box has, whatever the policy: the host's tree
+// read-only, a minimal /dev of its own (no raw devices, an empty private
+// /dev/shm, a devpts of its own), a pid namespace of its own with its
+// /proc (no other process, its environment or its root is visible), and
+// no capabilities. bwrap always sets no_new_privs; --cap-drop ALL also
+// empties the set of a command run as root, which would otherwise keep
+// every capability (remount, umount, raw devices). Dropping them keeps
+// the command's uid, so what it writes in a writable root is owned as
+// outside; mapping root to another uid in a user namespace would not.
+var boxBase = []string{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--cap-drop", "ALL"}
+
 // ProbeTimeout bounds each run of the probe: a working bwrap answers in
 // milliseconds.
 const ProbeTimeout = 5 * time.Second
@@ -66,7 +78,7 @@ func ProbeBubblewrap(path, shim string, run Runner) Probe {
 	if err != nil {
 		return Probe{Reason: "bwrap is not installed (not found on PATH)"}
 	}
-	cmd := exec.Command(bin, "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--tmpfs", "/tmp", "--unshare-net", "--", "/bin/sh", "-c", ":")
+	cmd := exec.Command(bin, slices.Concat(boxBase, []string{"--tmpfs", "/tmp", "--unshare-net", "--", "/bin/sh", "-c", ":"})...)
 	if stderr, err := run(cmd, false); err != nil {
 		msg := strings.TrimSpace(string(stderr))
 		if i := strings.IndexByte(msg, '\n'); i >= 0 {
@@ -79,14 +91,14 @@ func ProbeBubblewrap(path, shim string, run Runner) Probe {
 	}
 	p := Probe{Path: bin}
 	if shim != "" {
-		cmd := exec.Command(bin, "--ro-bind", "/", "/", "--", shim, "-d", "/bin/sh", "sh", "-c", shieldCheck)
+		cmd := exec.Command(bin, slices.Concat(boxBase, []string{"--", shim, "-d", "/bin/sh", "sh", "-c", shieldCheck})...)
 		if _, err := run(cmd, true); err == nil {
 			p.Shim = shim
 			return p
 		}
 	}
 	if env, err := lookPath("env", path); err == nil {
-		cmd := exec.Command(env, "--ignore-signal="+shielded, bin, "--ro-bind", "/", "/", "--", env, "--default-signal="+shielded, "/bin/sh", "-c", shieldCheck)
+		cmd := exec.Command(env, slices.Concat([]string{"--ignore-signal=" + shielded, bin}, boxBase, []string{"--", env, "--default-signal=" + shielded, "/bin/sh", "-c", shieldCheck})...)
 		if _, err := run(cmd, false); err == nil {
 			p.Env = env
 		}
@@ -143,7 +155,7 @@ const emptyFile = "sandbox-empty"
 // stateDir holds the empty stand-in file for inaccessible files.
 func NewBox(p Probe, applied Policy, scratch, stateDir string) (*Box, error) {
 	b := &Box{bwrap: p.Path, shim: p.Shim, env: p.Env}
-	a := []string{"--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev"}
+	a := slices.Clone(boxBase)
 	if applied.Network == NetworkDeny {
 		a = append(a, "--unshare-net")
 	}

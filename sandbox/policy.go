@@ -100,6 +100,29 @@ func (p Policy) Check() error {
 type Where struct {
 	Home     string // the person's home: ~ and the protected defaults
 	StateDir string // the helper's state directory, always inaccessible
+	// Control is the rest of the helper's control plane, always
+	// inaccessible too: the daemon's directories (ControlDirs), every
+	// session's state directory, a --listen socket.
+	Control []string
+}
+
+// OwnDir is the name of mevedel-exec's own directory under
+// $XDG_RUNTIME_DIR and ~/.cache: the daemon's socket, lock and log, and
+// on an SSH host the agent's builds.
+const OwnDir = "mevedel-exec"
+
+// ControlDirs returns both places the daemon's directory can be, hidden
+// in every box whichever one a daemon uses now: a command must not reach
+// a daemon's socket and drive unconfined commands through it.
+func ControlDirs(home, runtimeDir string) []string {
+	var out []string
+	if runtimeDir != "" && filepath.IsAbs(runtimeDir) {
+		out = append(out, filepath.Join(runtimeDir, OwnDir))
+	}
+	if home != "" {
+		out = append(out, filepath.Join(home, ".cache", OwnDir))
+	}
+	return out
 }
 
 // Resolve checks p and returns the policy as applied: mode and network
@@ -146,6 +169,11 @@ func (p Policy) Resolve(w Where) (Policy, error) {
 	}
 	if w.StateDir != "" {
 		out.InaccessiblePaths = appendNew(out.InaccessiblePaths, realPath(w.StateDir))
+	}
+	for _, c := range w.Control {
+		if c != "" && filepath.IsAbs(c) {
+			out.InaccessiblePaths = appendNew(out.InaccessiblePaths, realPath(c))
+		}
 	}
 	return out, nil
 }

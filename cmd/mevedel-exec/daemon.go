@@ -19,6 +19,7 @@ import (
 	"github.com/mevedel/mevedel-exec/execution"
 	"github.com/mevedel/mevedel-exec/process"
 	"github.com/mevedel/mevedel-exec/rpc"
+	"github.com/mevedel/mevedel-exec/sandbox"
 	"golang.org/x/sys/unix"
 )
 
@@ -41,13 +42,13 @@ const (
 // $XDG_RUNTIME_DIR/mevedel-exec, else ~/.cache/mevedel-exec.
 func daemonDir() (string, error) {
 	if base := os.Getenv("XDG_RUNTIME_DIR"); base != "" && filepath.IsAbs(base) {
-		return filepath.Join(base, "mevedel-exec"), nil
+		return filepath.Join(base, sandbox.OwnDir), nil
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
 		return "", fmt.Errorf("no XDG_RUNTIME_DIR and no home directory: %w", err)
 	}
-	return filepath.Join(home, ".cache", "mevedel-exec"), nil
+	return filepath.Join(home, ".cache", sandbox.OwnDir), nil
 }
 
 // privateDir creates dir (0700) when missing and checks that it is a
@@ -67,10 +68,38 @@ func privateDir(dir string) error {
 		return fmt.Errorf("%s is not a directory", dir)
 	case st == nil || int(st.Uid) != os.Getuid():
 		return fmt.Errorf("%s belongs to another user", dir)
+	case fi.Mode().Perm()&0o022 == 0 && fi.Mode().Perm()&0o077 != 0:
+		// Nobody else could have written in it: a mount point a box
+		// made for it on the host (0755) is ours to tighten.
+		return os.Chmod(dir, 0o700)
 	case fi.Mode().Perm()&0o077 != 0:
 		return fmt.Errorf("%s is mode %04o: others may enter it; make it 0700", dir, fi.Mode().Perm())
 	}
 	return nil
+}
+
+// openBeneath opens (creating, 0600) the file name right in the checked
+// directory dir, never through a symbolic link: neither dir nor name may
+// be one, and name must be a regular file of ours.
+func openBeneath(dir, name string, flags int) (*os.File, error) {
+	d, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_PATH, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer unix.Close(d)
+	fd, err := unix.Openat(d, name, flags|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0o600)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: filepath.Join(dir, name), Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Getuid() {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s is not a regular file of this user", filepath.Join(dir, name))
+	}
+	// Non-blocking only so that a FIFO planted there could not hold the
+	// open; the file is used as a plain one.
+	_ = unix.SetNonblock(fd, false)
+	return os.NewFile(uintptr(fd), filepath.Join(dir, name)), nil
 }
 
 // daemonSocket returns the socket path, its directory made and checked.
@@ -138,7 +167,7 @@ func detach(sock string, idle, stall time.Duration) error {
 	if err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(filepath.Join(filepath.Dir(sock), logName), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	logf, err := openBeneath(filepath.Dir(sock), logName, os.O_WRONLY|os.O_APPEND)
 	if err != nil {
 		return err
 	}
@@ -199,7 +228,7 @@ func serveDaemon(sock string, idle, stall time.Duration, ready io.WriteCloser) i
 	}
 	defer say("the daemon exited before it listened")
 	logger := log.New(os.Stderr, fmt.Sprintf("mevedel-exec daemon[%d]: ", os.Getpid()), log.LstdFlags|log.Lmicroseconds)
-	lock, err := os.OpenFile(filepath.Join(filepath.Dir(sock), lockName), os.O_RDWR|os.O_CREATE, 0o600)
+	lock, err := openBeneath(filepath.Dir(sock), lockName, os.O_RDWR)
 	if err != nil {
 		say(err.Error())
 		return 1

@@ -9,6 +9,7 @@ import (
 	"log"
 	"net"
 	"os"
+	"path/filepath"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -65,7 +66,17 @@ func serve(args []string) int {
 	logger := log.New(os.Stderr, "mevedel-exec: ", log.LstdFlags|log.Lmicroseconds)
 	signals, done := helperProcess(logger)
 	defer done()
-	srv := rpc.NewServer(rpc.Options{Logger: logger, StallTimeout: *stall})
+	o := rpc.Options{Logger: logger, StallTimeout: *stall}
+	if *listen != "" {
+		abs, err := filepath.Abs(*listen)
+		if err != nil {
+			logger.Print(err)
+			return 1
+		}
+		*listen = abs
+		o.Hidden = []string{abs}
+	}
+	srv := rpc.NewServer(o)
 	go onSignals(srv, signals, logger)
 	if *listen == "" {
 		widenPipe(os.Stdout)

@@ -462,7 +462,9 @@ func (h *host) confinement(p *sandbox.Policy) Confinement {
 	if p == nil {
 		p = &sandbox.Policy{}
 	}
-	applied, err := p.Resolve(sandbox.Where{Home: h.home, StateDir: h.own})
+	// The agents' directory, and where a daemon of the host's own user
+	// keeps its socket: a box on the host reaches no helper either.
+	applied, err := p.Resolve(sandbox.Where{Home: h.home, StateDir: h.own, Control: sandbox.ControlDirs(h.home, os.Getenv("XDG_RUNTIME_DIR"))})
 	if err != nil {
 		return Confinement{Invalid: err.Error()}
 	}
