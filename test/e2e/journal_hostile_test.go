@@ -339,3 +339,76 @@ func TestRecoveryOfHostileLogs(t *testing.T) {
 		t.Fatalf("secret changed: %q", b)
 	}
 }
+
+// Every start the client got an id for has its row on disk once the
+// space is back: a start the full journal refused mid-way (answered
+// spawn-failed, nothing run) is recorded like every other, however the
+// starts fall against the moment the journal learns it is degraded.
+// Twenty rounds of a full disk, with starts in flight when it fills.
+func TestEveryStartWithAnIDIsInTheJournalAfterAFullDisk(t *testing.T) {
+	disk := testsupport.SmallDisk(t, "4m")
+	h := startHelper(t)
+	s := h.openAt(filepath.Join(disk, "state"), nil)
+	journal := filepath.Join(s.stateDir, "transcript.jsonl")
+	for round := range 20 {
+		free := testsupport.FillDisk(t, disk)
+		ids := map[string]execution.Termination{}
+		var refused bool
+		// Two starters at once: one start's failure may come while the
+		// other's record is on its way.
+		for i := 0; i < 200 && !refused; i++ {
+			type res struct {
+				o   obs
+				err error
+			}
+			both := make(chan res, 2)
+			for range 2 {
+				go func() {
+					o, err := s.start("true", nil)
+					both <- res{o, err}
+				}()
+			}
+			for range 2 {
+				r := <-both
+				if r.err != nil {
+					e, ok := rpcError(r.err)
+					if !ok || e.Code != -32006 {
+						t.Fatalf("round %d: start on a full disk: %v", round, r.err)
+					}
+					refused = true
+					continue
+				}
+				ids[r.o.Facts.ExecutionID] = r.o.Facts.Termination
+			}
+		}
+		if !refused {
+			t.Fatalf("round %d: no start was refused on a full disk", round)
+		}
+		free()
+		if !testsupport.Poll(waitBound, func() bool {
+			var cp checkpointReply
+			return h.call("transcript/checkpoint", map[string]any{"sessionId": s.id}, &cp) == nil && cp.Journal.State == transcript.StateOK
+		}) {
+			t.Fatalf("round %d: checkpoints kept failing after the space came back", round)
+		}
+		data, err := os.ReadFile(journal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for id, term := range ids {
+			if !strings.Contains(string(data), `"executionId":"`+id+`"`) {
+				t.Errorf("round %d: %s (answered %s) has no row in %s", round, id, term, journal)
+			}
+		}
+		failed := 0
+		for _, term := range ids {
+			if term == execution.SpawnFailed {
+				failed++
+			}
+		}
+		t.Logf("round %d: %d starts answered, %d of them spawn-failed", round, len(ids), failed)
+		if t.Failed() {
+			return
+		}
+	}
+}
