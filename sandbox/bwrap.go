@@ -58,6 +58,10 @@ const shieldCheck = `trap "exit 0" TERM; kill -TERM $$; exit 1`
 // outside; mapping root to another uid in a user namespace would not.
 var boxBase = []string{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--cap-drop", "ALL"}
 
+// BaseArgs returns the options every box starts with (for the benchmark's
+// floor: bwrap with them, running true).
+func BaseArgs() []string { return slices.Clone(boxBase) }
+
 // ProbeTimeout bounds each run of the probe: a working bwrap answers in
 // milliseconds.
 const ProbeTimeout = 5 * time.Second

@@ -738,3 +738,33 @@ func TestDaemonCLILogsOfAnEndedCommand(t *testing.T) {
 		t.Fatalf("logs --tail 1: %q", out)
 	}
 }
+
+// The daemon's log and lock are opened right in its checked directory and
+// never through a symbolic link: one planted there is refused, and what
+// it points to is left as it was.
+func TestDaemonLogFollowsNoLink(t *testing.T) {
+	for _, name := range []string{"daemon.log", "daemon.lock"} {
+		d := newDaemonEnv(t)
+		dir := filepath.Dir(d.sock())
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		victim := filepath.Join(t.TempDir(), "victim")
+		if err := os.WriteFile(victim, []byte("untouched\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(victim, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := d.run("daemon")
+		if code == 0 {
+			t.Errorf("%s as a link: the daemon started: %s", name, out)
+		}
+		if !strings.Contains(errOut, name) {
+			t.Errorf("%s as a link: the refusal does not name it: %s", name, errOut)
+		}
+		if got, _ := os.ReadFile(victim); string(got) != "untouched\n" {
+			t.Errorf("%s as a link: its target was written: %q", name, got)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,6 +41,18 @@ func TestArgvRunsWithoutAShell(t *testing.T) {
 	h.wantError("exec/start", map[string]any{"sessionId": s.id}, -32602, "invalid-params")
 	h.wantError("exec/start", map[string]any{"sessionId": s.id, "command": "true", "kind": "daemon"}, -32602, "invalid-params")
 	h.wantError("exec/start", map[string]any{"sessionId": s.id, "command": "true", "timeoutMs": 0}, -32602, "invalid-params")
+	// A number past int64 is worded as the bound it breaks, not as the
+	// decoder's text.
+	for _, huge := range []json.RawMessage{json.RawMessage("99999999999999999999"), json.RawMessage("1e30")} {
+		e := h.wantError("exec/start", map[string]any{"sessionId": s.id, "command": "true", "timeoutMs": huge}, -32602, "invalid-params")
+		if !strings.Contains(e.Message, "timeoutMs") || !strings.Contains(e.Message, "out of range") || strings.Contains(e.Message, "unmarshal") {
+			t.Errorf("timeoutMs %s: %q", huge, e.Message)
+		}
+	}
+	e := h.wantError("exec/start", map[string]any{"sessionId": s.id, "command": "true", "timeoutMs": json.RawMessage("1.5")}, -32602, "invalid-params")
+	if !strings.Contains(e.Message, "not a whole number") {
+		t.Errorf("timeoutMs 1.5: %q", e.Message)
+	}
 	// readOnly is the caller's lane, whatever the parser says.
 	ro := s.mustStart("touch x-never-mind", map[string]any{"readOnly": true, "cwd": t.TempDir()})
 	rw := s.mustStart("cat /dev/null", map[string]any{"readOnly": false})
