@@ -10,13 +10,31 @@
 // state directory's layout is internal/statedir's; this package adds
 // authority and lifecycle around them.
 //
-// Files: manager.go (the helper's sessions, open and close), session.go
-// (one session: start, observe, stop, list), execution.go, state.go (the
-// two state machines and the one update function), run.go (spawn to
-// settlement), observe.go (yield and observations), claim.go (the one
-// delivery of a result), input.go, scheduler.go (lanes), mailbox.go and
-// attention.go (acknowledged delivery and wake marks), monitor.go,
-// journal.go (records), recovery.go (what a previous helper left),
-// logs.go (reading and searching logs under authority), remote.go (SSH
-// targets and publication).
+// The files, in the order to read them (each a room; a newcomer can stop
+// after any row and know that much):
+//
+//  1. The registry. manager.go (the helper's sessions: open, close,
+//     the control paths every box hides), attach.go (a daemon's second
+//     client attaching to an open session), session.go (one session: its
+//     executions by id, listings, changes, close).
+//  2. One execution. execution.go (what an execution holds), facts.go
+//     (the immutable facts it answers with), state.go (its two state
+//     machines, changed only through one update), strict_on.go and
+//     strict_off.go (an illegal move panics in test builds).
+//  3. From request to settlement. start.go (validation, analysis, lane,
+//     registration), scheduler.go (lanes: readers together, a writer
+//     alone), confine.go (the sandbox and limits a start was granted),
+//     run.go (spawn to settlement), journal.go (the records it leaves).
+//  4. Talking to a live execution. act.go (await a start, observe, stop,
+//     interrupt), observe.go (yield and bounded observations), input.go
+//     (terminal input), waiting.go (waiting for input), ready.go and
+//     follow.go (ready conditions, listening ports), portforward.go.
+//  5. Who gets the result. claim.go (the one delivery), mailbox.go
+//     (acknowledged delivery), attention.go (wake marks and retirement),
+//     monitor.go (monitors and their events).
+//  6. After a crash or a lost host. recovery.go (what a previous helper
+//     left), unknown.go (outcomes that cannot be proven).
+//  7. Reaching further. remote.go (SSH targets and publication), logs.go
+//     (reading and searching logs under authority), wirejson.go (facts
+//     written to the wire without reflection).
 package execution

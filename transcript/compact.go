@@ -2,6 +2,7 @@ package transcript
 
 import (
 	"bufio"
+	"context"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -140,4 +141,15 @@ func writeTemp(dir string, fill func(put func(Record, []byte) error) error) (*os
 		return fail("fcntl", err)
 	}
 	return f, w, nil
+}
+
+// Compact rewrites the file keeping, per execution, only its latest
+// spawn, row, settled or lost record, and every other record
+// (breadcrumbs, notices). Seqs are kept, so the kept records leave gaps,
+// and the next seq does not change. The new file replaces the old one
+// atomically, and Appends made meanwhile are queued and land in the new
+// file.
+func (j *Journal) Compact() error {
+	_, err := j.call(context.Background(), request{compact: true})
+	return err
 }
