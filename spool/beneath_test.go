@@ -54,6 +54,7 @@ func writeFile(t *testing.T, path, content string) {
 // TestHardLinkRefused: a hard link planted in executions/ to a file
 // elsewhere is never read, listed as readable, stated or retired.
 func TestHardLinkRefused(t *testing.T) {
+	t.Parallel()
 	eachOpenMode(t, func(t *testing.T) {
 		d := newDir(t)
 		secret := filepath.Join(t.TempDir(), "secret")
@@ -86,6 +87,7 @@ func TestHardLinkRefused(t *testing.T) {
 // replaced after the Dir was made (by another directory or a symbolic
 // link) is refused, never read.
 func TestReplacedDirectoriesRefused(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		what    string
 		replace func(t *testing.T, root, state string)
@@ -152,6 +154,7 @@ func must(t *testing.T, err error) {
 // goroutine of its own while readers read, stat and grep the log: every
 // answer is the genuine log or an error, never the other directory's file.
 func TestSwappedExecutionsNeverReadOutside(t *testing.T) {
+	t.Parallel()
 	for _, by := range []string{"link", "directory"} {
 		t.Run(by, func(t *testing.T) {
 			eachOpenMode(t, func(t *testing.T) {
@@ -256,6 +259,7 @@ func swapRace(t *testing.T, by string) {
 // only when it is a regular file with one link in a directory reached
 // without a link at its end.
 func TestRenderFileRefusesLinks(t *testing.T) {
+	t.Parallel()
 	root, state := stateUnder(t)
 	exec := filepath.Join(state, logDir)
 	secret := filepath.Join(root, "secret")
@@ -282,6 +286,7 @@ func TestRenderFileRefusesLinks(t *testing.T) {
 // TestCreateBeneath: a log is created 0600 whatever the umask, never over
 // an existing file or through a planted link, and only as a plain name.
 func TestCreateBeneath(t *testing.T) {
+	t.Parallel()
 	eachOpenMode(t, func(t *testing.T) {
 		root, state := stateUnder(t)
 		d := NewDir(state)
@@ -325,6 +330,7 @@ func TestCreateBeneath(t *testing.T) {
 // file of one link in executions/; the name of one that exists is refused
 // all the same.
 func TestCreateNamesTheSpareMadeAhead(t *testing.T) {
+	t.Parallel()
 	_, state := stateUnder(t)
 	d := NewDir(state)
 	defer d.Close()

@@ -37,6 +37,7 @@ func checkGlob(t *testing.T, pattern string, names []string) {
 // multi-byte characters included, match (and fail to parse) exactly as
 // with path.Match, first-fit stars included.
 func TestGlobMatchesLikePathMatch(t *testing.T) {
+	t.Parallel()
 	checkGlob(t, "*a[a/]*b", []string{"aa/b", "a/b", "xa/b"}) // path.Match does not backtrack
 	for _, p := range []string{"", "*", "executions/*.log", "executions/exec-*-00000[1-9].log", "*/*", "[]a]", "[^]", "[a-]", "a\\", "[\\", "[a-\\", "x[", "[-]", "[z-a]", "[^z-a]", "\\*", "[*]", "[é-ü]?", "[^/]*"} {
 		checkGlob(t, p, []string{"", "a", "executions/exec-ab-000003.log", "executions/x.log", "é/ü", "*", "]", "-", "/", "ab/c"})
@@ -63,6 +64,7 @@ func TestGlobMatchesLikePathMatch(t *testing.T) {
 // TestGlobPatternBound: a pattern past MaxGlobBytes is refused as invalid
 // params whatever the directory holds; one at the bound works.
 func TestGlobPatternBound(t *testing.T) {
+	t.Parallel()
 	d := newDir(t)
 	for i := range 100 {
 		if err := os.WriteFile(filepath.Join(d.execDir, strings.Repeat("x", i+1)+".log"), nil, 0o600); err != nil {

@@ -10,6 +10,7 @@ import (
 )
 
 func TestReadLinesCountsBytesAcrossEmptyAndLongLines(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.Mkdir(filepath.Join(dir, "executions"), 0o700); err != nil {
 		t.Fatal(err)
@@ -47,6 +48,7 @@ func TestReadLinesCountsBytesAcrossEmptyAndLongLines(t *testing.T) {
 }
 
 func TestRequiredLiteral(t *testing.T) {
+	t.Parallel()
 	for pattern, want := range map[string]string{
 		`error: (\w+)`: "error: ",
 		`^FAIL\s+\S+`:  "FAIL",
@@ -61,6 +63,7 @@ func TestRequiredLiteral(t *testing.T) {
 }
 
 func TestGrepBlocksAgreesWithLineByLine(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.Mkdir(filepath.Join(dir, "executions"), 0o700); err != nil {
 		t.Fatal(err)

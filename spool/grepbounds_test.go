@@ -18,6 +18,7 @@ import (
 // start of a piece; its text is a marked, bounded head. Both search paths
 // (blocks, and line by line with context) agree.
 func TestGiantLineGrep(t *testing.T) {
+	t.Parallel()
 	line := giantLine(3*MaxLineBytes + 5000)
 	data := append(append([]byte("before\n"), line...), "\nafter €\n"...)
 	withForms(t, data, func(t *testing.T, d *Dir, name string) {
@@ -63,6 +64,7 @@ func TestGiantLineGrep(t *testing.T) {
 // TestGrepMaxMatchesSaturates: the largest maxMatches neither overflows
 // nor loses matches, and values past the cap saturate to it and say so.
 func TestGrepMaxMatchesSaturates(t *testing.T) {
+	t.Parallel()
 	d := newDir(t)
 	names := []string{
 		putLog(t, d, "a", []byte("hit 1\nmiss\nhit 2\nhit 3\n")),
@@ -95,6 +97,7 @@ func TestGrepMaxMatchesSaturates(t *testing.T) {
 // skips because enough matches were found still makes the answer
 // truncated when it has matches.
 func TestGrepTruncatedWhenSkippedFileHasMore(t *testing.T) {
+	t.Parallel()
 	d := newDir(t)
 	var names []string
 	for i := range 6 {
@@ -111,6 +114,7 @@ func TestGrepTruncatedWhenSkippedFileHasMore(t *testing.T) {
 // TestGrepTextBounds: long lines give marked heads, and an answer stops
 // at MaxGrepTextBytes with truncated set.
 func TestGrepTextBounds(t *testing.T) {
+	t.Parallel()
 	d := newDir(t)
 	long := strings.Repeat("é", MaxMatchTextBytes) // twice the bound in bytes
 	pairs := MaxGrepTextBytes/MaxMatchTextBytes/2 + 100
@@ -141,6 +145,7 @@ func TestGrepTextBounds(t *testing.T) {
 
 // TestGrepPatternBound: a pattern past MaxPatternBytes is invalid params.
 func TestGrepPatternBound(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("a", MaxPatternBytes+1)
 	if _, err := CompilePattern(long); fault.KindOf(err) != fault.InvalidParams {
 		t.Fatalf("CompilePattern of %d bytes: %v", len(long), err)

@@ -42,6 +42,7 @@ func withForms(t *testing.T, data []byte, f func(t *testing.T, d *Dir, name stri
 // TestGiantLinePieces: Lines hands a giant line over in pieces that split
 // no character and together are the line.
 func TestGiantLinePieces(t *testing.T) {
+	t.Parallel()
 	line := giantLine(4*MaxLineBytes + 12345)
 	data := append(append([]byte("a\n"), line...), "\nb\n"...)
 	withForms(t, data, func(t *testing.T, d *Dir, name string) {
@@ -73,6 +74,7 @@ func TestGiantLinePieces(t *testing.T) {
 // exactly where the rest starts; reading on from there with byte ranges
 // gives the whole line, then the next line by number.
 func TestGiantLineReadContinues(t *testing.T) {
+	t.Parallel()
 	line := giantLine(2*MaxReadBytes + 777)
 	data := append(append([]byte("a\n"), line...), "\nb\n"...)
 	withForms(t, data, func(t *testing.T, d *Dir, name string) {
@@ -113,6 +115,7 @@ func TestGiantLineReadContinues(t *testing.T) {
 // MaxReadBytes gives all its bytes, and offset+length lands on its
 // newline, not past it.
 func TestLineOfExactlyOneReadAndNewline(t *testing.T) {
+	t.Parallel()
 	line := bytes.Repeat([]byte("y"), MaxReadBytes)
 	data := append(append([]byte("a\n"), line...), "\nz\n"...)
 	withForms(t, data, func(t *testing.T, d *Dir, name string) {

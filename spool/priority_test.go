@@ -7,6 +7,7 @@ import (
 )
 
 func TestLowerThreadPriorityNicesOnlyItsThread(t *testing.T) {
+	t.Parallel()
 	type result struct {
 		tid  int
 		nice int

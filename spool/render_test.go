@@ -16,6 +16,7 @@ import (
 // the tail.
 
 func TestRenderSmall(t *testing.T) {
+	t.Parallel()
 	s := newSpool(t, 0)
 	mustWrite(t, s, "one\ntwo\nthree")
 	obs, err := s.Render(0, s.Bytes(), 0)
@@ -93,6 +94,7 @@ func checkSplit(t *testing.T, data []byte, obs Observation, maxChars int, lines 
 }
 
 func TestRenderLarge(t *testing.T) {
+	t.Parallel()
 	var numbered bytes.Buffer
 	for i := 0; numbered.Len() < 1<<20; i++ {
 		fmt.Fprintf(&numbered, "line %06d\n", i)
@@ -150,6 +152,7 @@ func TestRenderLarge(t *testing.T) {
 }
 
 func TestRenderBoundedMemory(t *testing.T) {
+	t.Parallel()
 	s := newSpool(t, 0)
 	chunk := bytes.Repeat([]byte("0123456789abcdef"), 1<<12) // 64 KiB
 	for range 128 {                                          // 8 MiB
@@ -173,6 +176,7 @@ func TestRenderBoundedMemory(t *testing.T) {
 }
 
 func TestObserveUnread(t *testing.T) {
+	t.Parallel()
 	s := newSpool(t, 0)
 	nihon := "日"
 	mustWrite(t, s, "ab"+nihon[:1])
@@ -213,6 +217,7 @@ func TestObserveUnread(t *testing.T) {
 }
 
 func TestObserveUnreadLarge(t *testing.T) {
+	t.Parallel()
 	s := newSpool(t, 0)
 	var data bytes.Buffer
 	for i := range 100000 {
@@ -230,6 +235,7 @@ func TestObserveUnreadLarge(t *testing.T) {
 }
 
 func TestTail(t *testing.T) {
+	t.Parallel()
 	s := newSpool(t, 0)
 	if got, err := s.Tail(100); err != nil || got != "" {
 		t.Fatalf("empty Tail = %q, %v", got, err)

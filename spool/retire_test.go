@@ -111,6 +111,7 @@ func mustRetire(t testing.TB, d *Dir, name string, opts RetireOptions) RetireRes
 }
 
 func TestRetireCompressible(t *testing.T) {
+	t.Parallel()
 	old := syscall.Umask(0)
 	defer syscall.Umask(old)
 	d := newDir(t)
@@ -164,6 +165,7 @@ func mustStat(t testing.TB, path string) os.FileInfo {
 }
 
 func TestRetireIncompressibleStaysRaw(t *testing.T) {
+	t.Parallel()
 	random := make([]byte, 1<<20)
 	r := rand.New(rand.NewPCG(3, 3))
 	for i := range random {
@@ -199,6 +201,7 @@ func TestRetireIncompressibleStaysRaw(t *testing.T) {
 }
 
 func TestRetireSizeBounds(t *testing.T) {
+	t.Parallel()
 	d := newDir(t)
 	small := putLog(t, d, "small", buildLog(4, MinRetireBytes-1))
 	res, err := d.Retire(small, RetireOptions{})
@@ -225,6 +228,7 @@ func TestRetireSizeBounds(t *testing.T) {
 }
 
 func TestRetireVerificationFailureKeepsRaw(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		corrupt func(path string) error
@@ -291,6 +295,7 @@ func flipByte(path string, at float64) error {
 }
 
 func TestLeaseDefersRawRemoval(t *testing.T) {
+	t.Parallel()
 	d := newDir(t)
 	data := buildLog(7, 1<<20+777)
 	name := putLog(t, d, "exec-l-000001", data)
@@ -356,6 +361,7 @@ func TestLeaseDefersRawRemoval(t *testing.T) {
 }
 
 func TestLeasesConcurrent(t *testing.T) {
+	t.Parallel()
 	d := newDir(t)
 	name := putLog(t, d, "exec-c-000001", buildLog(8, 512<<10))
 	p := d.paths(name)
@@ -397,6 +403,7 @@ func TestLeasesConcurrent(t *testing.T) {
 }
 
 func TestRetireMissingAndRefused(t *testing.T) {
+	t.Parallel()
 	d := newDir(t)
 	if _, err := d.Retire("executions/nope.log", RetireOptions{}); fault.KindOf(err) != fault.NotFound {
 		t.Fatalf("missing: %v, want not-found", err)
@@ -422,6 +429,7 @@ func TestRetireMissingAndRefused(t *testing.T) {
 // TestRetireWhileReading retires a log while readers open, read and close
 // it; every read must see the same bytes whatever form it got.
 func TestRetireWhileReading(t *testing.T) {
+	t.Parallel()
 	d := newDir(t)
 	data := buildLog(10, 2<<20+99)
 	name := putLog(t, d, "exec-r-000001", data)
@@ -467,6 +475,7 @@ func TestRetireWhileReading(t *testing.T) {
 // TestRetireRawChangedKeepsRaw: a log written to during retirement is not
 // settled; the retirement must give up and keep it.
 func TestRetireRawChangedKeepsRaw(t *testing.T) {
+	t.Parallel()
 	d := newDir(t)
 	data := buildLog(23, 1<<20)
 	name := putLog(t, d, "exec-w-000001", data)
@@ -497,6 +506,7 @@ func TestRetireRawChangedKeepsRaw(t *testing.T) {
 // and .gz both there, nothing pending) or before it (stale temporary files)
 // is finished by the next Retire.
 func TestRetireAfterInterruption(t *testing.T) {
+	t.Parallel()
 	d := newDir(t)
 	data := buildLog(24, 1<<20+1)
 	name := putLog(t, d, "exec-x-000001", data)

@@ -44,6 +44,7 @@ func fileBytes(t *testing.T, s *Spool) []byte {
 }
 
 func TestCreateMode(t *testing.T) {
+	t.Parallel()
 	// A umask that would narrow 0600 to 0400; Create must set 0600 anyway.
 	old := syscall.Umask(0o277)
 	defer syscall.Umask(old)
@@ -58,6 +59,7 @@ func TestCreateMode(t *testing.T) {
 }
 
 func TestCreateExclusive(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "out")
 	if err := os.WriteFile(p, nil, 0o600); err != nil {
@@ -79,6 +81,7 @@ func TestCreateExclusive(t *testing.T) {
 }
 
 func TestCountersAndLines(t *testing.T) {
+	t.Parallel()
 	s := newSpool(t, 0)
 	if s.Lines() != 0 || s.Bytes() != 0 {
 		t.Fatal("empty spool not empty")
@@ -101,6 +104,7 @@ func TestCountersAndLines(t *testing.T) {
 }
 
 func TestLimitExact(t *testing.T) {
+	t.Parallel()
 	s := newSpool(t, 10)
 	mustWrite(t, s, "01234")
 	mustWrite(t, s, "56789")
@@ -124,6 +128,7 @@ func TestLimitExact(t *testing.T) {
 }
 
 func TestLimitOneByteOver(t *testing.T) {
+	t.Parallel()
 	s := newSpool(t, 10)
 	n, err := s.Write([]byte("0123456789a"))
 	if n != 11 || !errors.Is(err, ErrLimit) {
@@ -139,6 +144,7 @@ func TestLimitOneByteOver(t *testing.T) {
 }
 
 func TestLimitSplitsCharacter(t *testing.T) {
+	t.Parallel()
 	for _, c := range []string{"é", "日", "😀"} {
 		// k: how many bytes of c fit under the limit (1..len(c)-1).
 		for k := 1; k < len(c); k++ {
@@ -194,6 +200,7 @@ func TestLimitSplitsCharacter(t *testing.T) {
 }
 
 func TestLimitCutAfterNewline(t *testing.T) {
+	t.Parallel()
 	// The cut leaves the file ending in '\n': Lines must follow.
 	s := newSpool(t, 4)
 	mustWrite(t, s, "a\n\xe6")
@@ -209,6 +216,7 @@ func TestLimitCutAfterNewline(t *testing.T) {
 }
 
 func TestFailedWrite(t *testing.T) {
+	t.Parallel()
 	f, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -232,6 +240,7 @@ func TestFailedWrite(t *testing.T) {
 }
 
 func TestCloseThenRead(t *testing.T) {
+	t.Parallel()
 	s := newSpool(t, 0)
 	mustWrite(t, s, "hello\n")
 	if err := s.Close(); err != nil {
@@ -253,6 +262,7 @@ func TestCloseThenRead(t *testing.T) {
 }
 
 func TestNoDescriptorLeak(t *testing.T) {
+	t.Parallel()
 	count := func() int {
 		ents, err := os.ReadDir("/proc/self/fd")
 		if err != nil {
@@ -284,6 +294,7 @@ func TestNoDescriptorLeak(t *testing.T) {
 }
 
 func TestConcurrent(t *testing.T) {
+	t.Parallel()
 	for _, limit := range []int64{0, 300001} {
 		t.Run(fmt.Sprint("limit", limit), func(t *testing.T) {
 			s := newSpool(t, limit)

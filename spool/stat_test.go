@@ -39,6 +39,7 @@ func zeroMember(t *testing.T, n int) []byte {
 // statScanBytes of empty members. A small log without an index still gets
 // its size.
 func TestStatWithoutIndexIsBounded(t *testing.T) {
+	t.Parallel()
 	d := newDir(t)
 	path := filepath.Join(d.execDir, "exec-b-000001.log.gz")
 	writeFile(t, path, string(zeroMember(t, 2*statScanBytes)))
@@ -74,6 +75,7 @@ func TestStatWithoutIndexIsBounded(t *testing.T) {
 // MaxRetireBytes, more than any retired log holds: a gzip bomb is damage,
 // not a minute of inflating.
 func TestOpenWithoutIndexIsBounded(t *testing.T) {
+	t.Parallel()
 	d := newDir(t)
 	writeFile(t, filepath.Join(d.execDir, "bomb.log.gz"), string(zeroMember(t, MaxRetireBytes+1)))
 	_, err := d.Open("executions/bomb.log")
@@ -85,6 +87,7 @@ func TestOpenWithoutIndexIsBounded(t *testing.T) {
 // TestForgedIndexBoundsReading: an index that understates what its .gz
 // inflates to bounds the reading, and says the log is damaged.
 func TestForgedIndexBoundsReading(t *testing.T) {
+	t.Parallel()
 	d := newDir(t)
 	gz := zeroMember(t, 8<<20)
 	writeFile(t, filepath.Join(d.execDir, "forged.log.gz"), string(gz))

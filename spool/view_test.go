@@ -97,6 +97,7 @@ func checkView(t *testing.T, v *View, data []byte) {
 }
 
 func TestViewSameBeforeAndAfterRetirement(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		opts RetireOptions
@@ -135,6 +136,7 @@ func TestViewSameBeforeAndAfterRetirement(t *testing.T) {
 }
 
 func TestViewLinesStopAndLongLines(t *testing.T) {
+	t.Parallel()
 	d := newDir(t)
 	long := bytes.Repeat([]byte("x"), MaxLineBytes+MaxLineBytes/2)
 	data := append(append([]byte("first\n\n"), long...), "\nlast"...)
@@ -165,6 +167,7 @@ func TestViewLinesStopAndLongLines(t *testing.T) {
 }
 
 func TestViewAfterClose(t *testing.T) {
+	t.Parallel()
 	d := newDir(t)
 	name := putLog(t, d, "exec-v-000004", buildLog(15, 100_000))
 	v, err := d.Open(name)
@@ -183,6 +186,7 @@ func TestViewAfterClose(t *testing.T) {
 }
 
 func TestViewWithoutIndex(t *testing.T) {
+	t.Parallel()
 	for _, damage := range []string{"missing", "corrupt", "foreign"} {
 		t.Run(damage, func(t *testing.T) {
 			d := newDir(t)
@@ -222,6 +226,7 @@ func TestViewWithoutIndex(t *testing.T) {
 }
 
 func TestViewDamagedGzip(t *testing.T) {
+	t.Parallel()
 	d := newDir(t)
 	data := buildLog(18, 1<<20)
 	name := putLog(t, d, "exec-i-000003", data)
@@ -246,6 +251,7 @@ func TestViewDamagedGzip(t *testing.T) {
 }
 
 func TestAddresses(t *testing.T) {
+	t.Parallel()
 	good := map[string]string{
 		"artifact://executions/exec-a-000001.log": "executions/exec-a-000001.log",
 		"executions/exec-a-000001.log":            "executions/exec-a-000001.log",
@@ -274,6 +280,7 @@ func TestAddresses(t *testing.T) {
 }
 
 func TestAddressesOnDisk(t *testing.T) {
+	t.Parallel()
 	d := newDir(t)
 	data := buildLog(19, 200_000)
 	name := putLog(t, d, "exec-s-000001", data)
@@ -348,6 +355,7 @@ func TestAddressesOnDisk(t *testing.T) {
 }
 
 func TestStatAndGlob(t *testing.T) {
+	t.Parallel()
 	d := newDir(t)
 	rawData := buildLog(20, 150_000)
 	gzData := buildLog(21, 1<<20)

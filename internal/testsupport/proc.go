@@ -112,10 +112,18 @@ func Poll(bound time.Duration, done func() bool) bool {
 }
 
 // WaitGone waits up to bound for pid to leave /proc: exited and reaped,
-// not merely a zombie.
+// not merely a zombie, unless pid 1 is the one to reap it: an orphan's
+// reaping is init's (here a slow one, up to 1.5 s late), not the process
+// under test's, while a zombie of a helper's is a helper's leak.
 func WaitGone(pid int, bound time.Duration) bool {
 	return Poll(bound, func() bool {
-		_, err := os.Stat("/proc/" + strconv.Itoa(pid))
-		return os.IsNotExist(err)
+		p, ok := process.Stat(pid)
+		return !ok || (p.State == 'Z' && p.PPid == 1)
 	})
 }
+
+// RaceExit is the GORACE setting of every race-built helper the tests
+// start: the race runtime waits a second at exit by default for late
+// reports, which would be a second of every helper's shutdown. Reports of
+// races that happened are printed at once either way.
+const RaceExit = "GORACE=atexit_sleep_ms=50"

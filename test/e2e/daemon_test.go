@@ -533,7 +533,7 @@ func TestDaemonKilledIsRecoveredByTheNext(t *testing.T) {
 	c, _ := d.dial(nil)
 	call(t, c, "session/open", map[string]any{"sessionId": sid, "stateDir": stateDir}, nil)
 	var o obs
-	call(t, c, "exec/start", map[string]any{"sessionId": sid, "command": "echo pid $$; exec sleep 1000", "yieldMs": 0, "cwd": d.home, "readyPattern": "pid", "env": map[string]string{"MEVEDEL_E2E": "1"}}, &o)
+	call(t, c, "exec/start", map[string]any{"sessionId": sid, "command": "echo pid $$; exec sleep 1000", "yieldMs": 30000, "cwd": d.home, "readyPattern": "pid", "env": map[string]string{"MEVEDEL_E2E": "1"}}, &o)
 	id, pid := o.Facts.ExecutionID, o.Facts.Pid
 	old := d.pid()
 	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {

@@ -82,7 +82,7 @@ func withEnv(kv ...string) helperOpt {
 // baseEnv is the helper's environment: a private HOME, so the user's own
 // profile (slow here) is never run.
 func baseEnv(home string) []string {
-	return []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "USER=" + os.Getenv("USER"), "LANG=C.UTF-8"}
+	return []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "USER=" + os.Getenv("USER"), "LANG=C.UTF-8", testsupport.RaceExit}
 }
 
 // startHelper starts the helper with a private HOME and a protocol client

@@ -171,9 +171,9 @@ PasswordAuthentication no
 KbdInteractiveAuthentication no
 UsePAM no
 Subsystem sftp internal-sftp
-SetEnv SHLVL=1 HOME=%s%s
+SetEnv SHLVL=1 %s HOME=%s%s
 LogLevel ERROR
-`, port, hostKey, filepath.Join(s.dir, "sshd.pid"), authorized, s.HostHome, strings.Join(append([]string{""}, s.env...), " "))
+`, port, hostKey, filepath.Join(s.dir, "sshd.pid"), authorized, testsupport.RaceExit, s.HostHome, strings.Join(append([]string{""}, s.env...), " "))
 	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
 		return err
 	}
