@@ -81,6 +81,7 @@ func (s *session) retire(p map[string]any) (retired int, frontier uint64) {
 // A person's stop of the model's command answers the person and still
 // gives the model its result: one delivery, status stopped, and no wake.
 func TestPersonsStopStillReachesTheOwner(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	id := s.background("echo working; sleep 300")
@@ -138,6 +139,7 @@ func TestPersonsStopStillReachesTheOwner(t *testing.T) {
 // The owner's poll of a result a person stopped consumes it, whether or
 // not its delivery went out first: one result, one id, and no second end.
 func TestOwnersPollTakesAStoppedResult(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	id := s.background("echo before-stop; sleep 300")
@@ -178,6 +180,7 @@ func deliveryIDs(ds []delivery) []string {
 // Stopping a monitor, by the model or the person, ends it with its
 // terminal delivery and wakes nobody; a monitor that ends on its own may.
 func TestStoppedMonitorDoesNotWake(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	for _, as := range []string{"", "user"} {
@@ -222,6 +225,7 @@ func (s *session) waitMonitorLine(id, line string) (delivery, bool) {
 // A wake the agent could not act on is offered again at the next idle,
 // until the owner attends it or the person retires it.
 func TestOwedAttentionIsOfferedAgainUntilAttended(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	first := s.durableResult("true")
@@ -288,6 +292,7 @@ func TestOwedAttentionIsOfferedAgainUntilAttended(t *testing.T) {
 // After a crash the next open makes a pending delivery again under its
 // original id, and never wakes for it.
 func TestRecoveryKeepsDeliveryIDsAndNeverWakes(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "state")
 	h1 := startHelper(t)
 	s1 := h1.openAt(dir, nil)
@@ -312,6 +317,7 @@ func TestRecoveryKeepsDeliveryIDsAndNeverWakes(t *testing.T) {
 // An owner reads and greps its own logs of earlier opens of the session,
 // and nobody else's.
 func TestEarlierLogsStayTheOwners(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "state")
 	h := startHelper(t)
 	s1 := h.openAt(dir, nil)

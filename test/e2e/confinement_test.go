@@ -36,6 +36,7 @@ type boxPlace struct {
 }
 
 func TestSandboxBoxHasNoPowersAsRoot(t *testing.T) {
+	t.Parallel()
 	if os.Getuid() != 0 {
 		t.Fatal("this test is about a helper running as root")
 	}
@@ -46,6 +47,7 @@ func TestSandboxBoxHasNoPowersAsRoot(t *testing.T) {
 }
 
 func TestSandboxBoxHasNoPowersAsAUser(t *testing.T) {
+	t.Parallel()
 	const uid = 65534
 	p := boxPlace{uid: uid, dir: ownedDir(t, uid)}
 	p.w = hereAs(t, uid, p.dir)
@@ -55,6 +57,7 @@ func TestSandboxBoxHasNoPowersAsAUser(t *testing.T) {
 }
 
 func TestRemoteSandboxBoxHasNoPowers(t *testing.T) {
+	t.Parallel()
 	w := onHost(t)
 	boxHasNoPowers(t, boxPlace{w: w, home: hostHomeOf(t, w), uid: os.Getuid(), dir: t.TempDir()})
 }
@@ -296,6 +299,7 @@ echo blockdevs=$(find /dev -type b | wc -l)
 // A daemon refuses a client that runs in a box of its own, whoever made
 // it, and says why; its own user outside every box is still served.
 func TestDaemonRefusesAConfinedClient(t *testing.T) {
+	t.Parallel()
 	d := newDaemonEnv(t)
 	sock := d.start()
 	self, err := os.Executable()

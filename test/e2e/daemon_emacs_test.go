@@ -192,6 +192,7 @@ func (e *emacsRun) exit() {
 }
 
 func TestDaemonModeOutlivesEmacs(t *testing.T) {
+	t.Parallel()
 	d := newDaemonEnv(t)
 	state := filepath.Join(d.home, "state")
 	gate := fifo(t, "gate")
@@ -248,6 +249,7 @@ func TestDaemonModeOutlivesEmacs(t *testing.T) {
 }
 
 func TestDaemonModeKilledDaemonIsRecovered(t *testing.T) {
+	t.Parallel()
 	d := newDaemonEnv(t)
 	killed := filepath.Join(t.TempDir(), "killed")
 	env := []string{"E2E_STATE=" + filepath.Join(d.home, "state"), "E2E_KILLED=" + killed}
@@ -300,6 +302,7 @@ const emacsMismatch = `
 `
 
 func TestDaemonModeVersionMismatch(t *testing.T) {
+	t.Parallel()
 	d := newDaemonEnv(t)
 	// This Emacs's helper says it is another version than the daemon it
 	// starts (the helper under test, behind it).

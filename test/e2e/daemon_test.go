@@ -253,6 +253,7 @@ func startGated(t *testing.T, c *client.Client, sid, cwd, command string, extra 
 // live, and its completion delivered once to that agent client. ps
 // lists it meanwhile, and logs -f prints its output to its end.
 func TestDaemonSessionOutlivesItsClient(t *testing.T) {
+	t.Parallel()
 	d := newDaemonEnv(t)
 	d.start()
 	if fi, err := os.Stat(filepath.Dir(d.sock())); err != nil || fi.Mode().Perm() != 0o700 {
@@ -355,6 +356,7 @@ func TestDaemonSessionOutlivesItsClient(t *testing.T) {
 // one that attaches, under the same deliveryId, and observers never get
 // deliveries or wakes; a second agent replaces the first.
 func TestDaemonDeliveriesGoToTheAgentClient(t *testing.T) {
+	t.Parallel()
 	d := newDaemonEnv(t)
 	d.start()
 	stateDir := filepath.Join(d.home, "state")
@@ -442,6 +444,7 @@ func TestDaemonDeliveriesGoToTheAgentClient(t *testing.T) {
 // A stop from the command line is the person's: the command ends and
 // its owner, attached as the agent client, still gets the result.
 func TestDaemonCLIStopDeliversToTheOwner(t *testing.T) {
+	t.Parallel()
 	d := newDaemonEnv(t)
 	d.start()
 	sid := "clistop"
@@ -469,6 +472,7 @@ func TestDaemonCLIStopDeliversToTheOwner(t *testing.T) {
 // another user out; with the directory and socket opened up, the
 // SO_PEERCRED check still refuses it.
 func TestDaemonRefusesAnotherUID(t *testing.T) {
+	t.Parallel()
 	if os.Getuid() != 0 {
 		t.Fatal("this test runs a client as another uid, which needs root")
 	}
@@ -526,6 +530,7 @@ func TestDaemonRefusesAnotherUID(t *testing.T) {
 // whose open recovers it as a helper's does: the command lost, its
 // processes reaped.
 func TestDaemonKilledIsRecoveredByTheNext(t *testing.T) {
+	t.Parallel()
 	d := newDaemonEnv(t)
 	d.start()
 	stateDir := filepath.Join(d.home, "state")
@@ -563,6 +568,7 @@ func TestDaemonKilledIsRecoveredByTheNext(t *testing.T) {
 // The daemon exits after its idle period with no client and nothing
 // running, and never while a command runs.
 func TestDaemonIdleExit(t *testing.T) {
+	t.Parallel()
 	d := newDaemonEnv(t)
 	d.start("--idle-exit", "1s")
 	c, _ := d.dial(nil)
@@ -663,6 +669,7 @@ func dialMain(sock string) int {
 // reaches it, what it prints comes back, and the detach key leaves it
 // running.
 func TestDaemonCLIAttach(t *testing.T) {
+	t.Parallel()
 	d := newDaemonEnv(t)
 	d.start()
 	sid := "attach"
@@ -714,6 +721,7 @@ func TestDaemonCLIAttach(t *testing.T) {
 // logs reads the log of an execution the session no longer holds, by
 // its address.
 func TestDaemonCLILogsOfAnEndedCommand(t *testing.T) {
+	t.Parallel()
 	d := newDaemonEnv(t)
 	d.start()
 	sid := "oldlogs"
@@ -743,6 +751,7 @@ func TestDaemonCLILogsOfAnEndedCommand(t *testing.T) {
 // never through a symbolic link: one planted there is refused, and what
 // it points to is left as it was.
 func TestDaemonLogFollowsNoLink(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"daemon.log", "daemon.lock"} {
 		d := newDaemonEnv(t)
 		dir := filepath.Dir(d.sock())

@@ -143,6 +143,7 @@ func waitDaemonsGone(t *testing.T, what string, marks []string) {
 }
 
 func TestDetachedDaemonsStopWithTheirExecution(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(map[string]any{"graceMs": 500})
 	ds, marks := daemons(t)
@@ -162,6 +163,7 @@ func TestDetachedDaemonsStopWithTheirExecution(t *testing.T) {
 }
 
 func TestDetachedDaemonsEndWithSessionClose(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(map[string]any{"graceMs": 500})
 	ds, marks := daemons(t)
@@ -174,6 +176,7 @@ func TestDetachedDaemonsEndWithSessionClose(t *testing.T) {
 }
 
 func TestDetachedDaemonsEndWithShutdown(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(map[string]any{"graceMs": 500})
 	ds, marks := daemons(t)
@@ -187,6 +190,7 @@ func TestDetachedDaemonsEndWithShutdown(t *testing.T) {
 // When the shell ends by itself, what it left behind is ended before the
 // execution settles: the helper adopted it as the shell exited.
 func TestDaemonOutlivingItsShellEndsAtSettlement(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(map[string]any{"graceMs": 500})
 	mark := fmt.Sprintf("1000.%d", rand.IntN(1<<30))
@@ -209,6 +213,7 @@ func TestDaemonOutlivingItsShellEndsAtSettlement(t *testing.T) {
 }
 
 func TestRecoveryKillsDetachedDaemons(t *testing.T) {
+	t.Parallel()
 	h1 := startHelper(t)
 	dir := t.TempDir() + "/state"
 	s1 := h1.openAt(dir, map[string]any{"graceMs": 500})

@@ -21,6 +21,7 @@ import (
 var idPattern = regexp.MustCompile(`^exec-[a-z0-9]{5}-\d{6}$`)
 
 func TestForegroundCompletionAndExitCodes(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	for _, tc := range []struct {
@@ -73,6 +74,7 @@ func TestForegroundCompletionAndExitCodes(t *testing.T) {
 }
 
 func TestSignalIsNotAnExitCode(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	o := s.mustStart("kill -KILL $$", nil)
@@ -83,6 +85,7 @@ func TestSignalIsNotAnExitCode(t *testing.T) {
 }
 
 func TestYieldThenPoll(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	gate := fifo(t, "gate")
@@ -125,6 +128,7 @@ func TestYieldThenPoll(t *testing.T) {
 }
 
 func TestYieldZeroReturnsAtOnce(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	gate := fifo(t, "gate")
@@ -139,6 +143,7 @@ func TestYieldZeroReturnsAtOnce(t *testing.T) {
 }
 
 func TestRetentionWindow(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(map[string]any{"retainMs": 300})
 	gate := fifo(t, "gate")
@@ -165,6 +170,7 @@ func TestRetentionWindow(t *testing.T) {
 }
 
 func TestBackgroundingRefused(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	for _, cmd := range []string{"sleep 5 &", "nohup sleep 5", "(sleep 5 &); echo x", "echo $(setsid sleep 5)", "sleep 5 & disown"} {
@@ -204,6 +210,7 @@ echo ready
 `
 
 func TestStopKillsTreeWithEscapees(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(map[string]any{"graceMs": 500})
 	script := filepath.Join(t.TempDir(), "tree.sh")
@@ -248,6 +255,7 @@ func waitGone(t *testing.T, pids []int) {
 }
 
 func TestLingeringDescendantsCleanedAfterShellExit(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(map[string]any{"graceMs": 500})
 	script := filepath.Join(t.TempDir(), "linger.sh")
@@ -272,6 +280,7 @@ func TestLingeringDescendantsCleanedAfterShellExit(t *testing.T) {
 }
 
 func TestOutputCap(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(map[string]any{"outputLimitBytes": 1000, "graceMs": 500})
 	o := s.mustStart("head -c 1000 /dev/zero | tr '\\0' a", nil)
@@ -300,6 +309,7 @@ func TestOutputCap(t *testing.T) {
 }
 
 func TestHeadTailBounding(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	o := s.mustStart("seq 1 100000", nil)
@@ -331,6 +341,7 @@ func TestHeadTailBounding(t *testing.T) {
 }
 
 func TestOwnerScoping(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	gate := fifo(t, "gate")
@@ -371,6 +382,7 @@ func TestOwnerScoping(t *testing.T) {
 }
 
 func TestLiveLimit(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(map[string]any{"maxLive": 2})
 	g1, g2 := fifo(t, "g1"), fifo(t, "g2")
@@ -389,6 +401,7 @@ func TestLiveLimit(t *testing.T) {
 }
 
 func TestSplitUTF8NeverShown(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	gate := fifo(t, "gate")
@@ -416,6 +429,7 @@ func TestSplitUTF8NeverShown(t *testing.T) {
 }
 
 func TestCancelBeforeYieldAborts(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	type result struct {
@@ -453,6 +467,7 @@ func TestCancelBeforeYieldAborts(t *testing.T) {
 }
 
 func TestYieldedImmuneToCancel(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	gate := fifo(t, "gate")
@@ -481,6 +496,7 @@ func itoa(n int) string     { return strconv.Itoa(n) }
 func itoa64(n int64) string { return strconv.FormatInt(n, 10) }
 
 func TestUnreadTerminalInputNeverBlocksRequests(t *testing.T) {
+	t.Parallel()
 	c := startRaw(t)
 	dir := filepath.Join(t.TempDir(), "state")
 	c.sendFrame(`{"jsonrpc":"2.0","id":1,"method":"session/open","params":{"sessionId":"a","stateDir":"` + dir + `"}}`)
@@ -519,6 +535,7 @@ func TestUnreadTerminalInputNeverBlocksRequests(t *testing.T) {
 }
 
 func TestShellExitAtYieldIsForeground(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(map[string]any{"graceMs": 6000})
 	// The shell exits at once (well within the 2 s yield, even on a loaded
@@ -547,6 +564,7 @@ func TestShellExitAtYieldIsForeground(t *testing.T) {
 // set once its one-second window ends, though nothing else happens: a
 // panel never shows a stale size for a command that went quiet.
 func TestQuietOutputGrowthIsAnnounced(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	gate, hold := fifo(t, "gate"), fifo(t, "hold")

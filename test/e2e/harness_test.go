@@ -394,6 +394,7 @@ func pidsIn(out string) []int {
 // execution's state machines panics there (and the test that caused it
 // fails on the panic in the helper's stderr) instead of being refused.
 func TestHelperUnderTestIsStrict(t *testing.T) {
+	t.Parallel()
 	info, err := buildinfo.ReadFile(helperBin)
 	if err != nil {
 		t.Fatal(err)

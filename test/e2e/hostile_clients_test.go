@@ -18,6 +18,7 @@ import (
 // A second client while one is attached is answered -32005 and closed;
 // the attached one goes on.
 func TestExtraListenClientRefused(t *testing.T) {
+	t.Parallel()
 	l := startListener(t)
 	a := l.dial(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
@@ -44,6 +45,7 @@ func TestExtraListenClientRefused(t *testing.T) {
 // bounded meanwhile: progress is dropped, live sets are built only when
 // they can be sent, and the outbox is capped.
 func TestStuckClientDisconnectedWithBoundedMemory(t *testing.T) {
+	t.Parallel()
 	l := startListenerWith(t, "--stall-timeout", "3s")
 	c, nc := l.rawDial()
 	dir := filepath.Join(t.TempDir(), "state")
@@ -83,6 +85,7 @@ func TestStuckClientDisconnectedWithBoundedMemory(t *testing.T) {
 // write ends the connection as EOF would (SIGPIPE does not kill it), so
 // it shuts down in order while the client's end of stdin is still open.
 func TestClientThatStopsReadingThenDies(t *testing.T) {
+	t.Parallel()
 	c := startRaw(t)
 	dir := filepath.Join(t.TempDir(), "state")
 	c.sendFrame(`{"jsonrpc":"2.0","id":1,"method":"session/open","params":{"sessionId":"a","stateDir":"` + dir + `"}}`)

@@ -12,6 +12,7 @@ import (
 // larger bound. One over it is -32602 naming the field and the limit, and
 // the connection goes on; one at the bound is taken.
 func TestOverlongStringsRefused(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	o := s.mustStart("echo ready; sleep 1000", map[string]any{"yieldMs": 0, "tty": true})
@@ -69,6 +70,7 @@ func TestOverlongStringsRefused(t *testing.T) {
 // The frame is written as bytes: encoding 16 MiB of JSON under the race
 // detector costs the test more than the helper's whole answer.
 func TestOverlongStdinRefused(t *testing.T) {
+	t.Parallel()
 	c := startRaw(t)
 	dir := filepath.Join(t.TempDir(), "state")
 	c.sendFrame(`{"jsonrpc":"2.0","id":"open","method":"session/open","params":{"sessionId":"a","stateDir":"` + dir + `"}}`)
@@ -91,6 +93,7 @@ func TestOverlongStdinRefused(t *testing.T) {
 // all the same, up to the 1 MiB bound, and its processes do not see the
 // descriptor it came through.
 func TestLongCommandRuns(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	pad := strings.Repeat("x", 1<<20-200)

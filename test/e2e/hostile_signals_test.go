@@ -48,6 +48,7 @@ func (h *helper) waitExit(why string) {
 // close ends it (its processes, escapees included, are gone), the journal
 // says so, and the helper exits cleanly.
 func TestSignalIsAShutdown(t *testing.T) {
+	t.Parallel()
 	for name, sig := range map[string]syscall.Signal{"SIGTERM": syscall.SIGTERM, "SIGINT": syscall.SIGINT, "SIGHUP": syscall.SIGHUP} {
 		t.Run(name, func(t *testing.T) {
 			h := startHelper(t)
@@ -80,6 +81,7 @@ func TestSignalIsAShutdown(t *testing.T) {
 // SIGTERM (under a 10-minute grace) kills them all and ends the helper at
 // once.
 func TestSecondSignalEndsAtOnce(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(map[string]any{"graceMs": 600000})
 	set := startHostileSet(t, s, "trap '' TERM\n")
@@ -105,6 +107,7 @@ func TestSecondSignalEndsAtOnce(t *testing.T) {
 // `mevedel-exec run` turns Ctrl-C into the stop of its command, also
 // while the start is still waiting for the yield.
 func TestRunCtrlCStopsTheCommand(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	gate := fifo(t, "gate")
 	var stderr testsupport.Buffer

@@ -12,6 +12,7 @@ import (
 )
 
 func TestPipeInput(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	// stdin is at EOF: a command that reads it does not hang.
@@ -44,6 +45,7 @@ func TestPipeInput(t *testing.T) {
 }
 
 func TestPtyInput(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	o := s.mustStart(`[ -t 0 ] && echo tty; read -r line; echo "got:$line"`, map[string]any{"yieldMs": 0, "tty": true})
@@ -67,6 +69,7 @@ func TestPtyInput(t *testing.T) {
 }
 
 func TestEnvironmentDefaults(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t, withEnv("TERM=xterm-256color", "PAGER=less", "COLORTERM=truecolor"))
 	s := h.open(nil)
 	o := s.mustStart("env", map[string]any{"env": map[string]string{"MEVEDEL_E2E": "1", "GH_PAGER": "more", "EXTRA": "x"}})
@@ -88,6 +91,7 @@ func TestEnvironmentDefaults(t *testing.T) {
 }
 
 func TestLoginEnvironmentSnapshot(t *testing.T) {
+	t.Parallel()
 	profile := `echo run >> "$HOME/profile-runs"
 export FROM_PROFILE=first
 myfunc() { echo f; }

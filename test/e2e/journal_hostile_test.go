@@ -59,6 +59,7 @@ func factsOf(t *testing.T, r transcript.Record) execution.Facts {
 // as it ended, the spool-failed one included; only the one still running
 // is lost.
 func TestJournalSurvivesAFullDisk(t *testing.T) {
+	t.Parallel()
 	disk := testsupport.SmallDisk(t, "4m")
 	dir := filepath.Join(disk, "state")
 	h1 := startHelper(t)
@@ -204,6 +205,7 @@ func taggedBy(prefix string) []int {
 // spawn. Twenty rounds, each killing at a different point of the starts
 // (before any command is visible in /proc, after one, ... after four).
 func TestKillDuringConcurrentStartsLeaksNothing(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "state")
 	const rounds, starts = 20, 5
 	var prev *helper
@@ -251,6 +253,7 @@ func TestKillDuringConcurrentStartsLeaksNothing(t *testing.T) {
 // end, and ignores a journal id that is no execution id: the open answers
 // promptly and the helper keeps answering.
 func TestRecoveryOfHostileLogs(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "state")
 	logs := filepath.Join(dir, "executions")
 	if err := os.MkdirAll(logs, 0o700); err != nil {
@@ -346,6 +349,7 @@ func TestRecoveryOfHostileLogs(t *testing.T) {
 // starts fall against the moment the journal learns it is degraded.
 // Twenty rounds of a full disk, with starts in flight when it fills.
 func TestEveryStartWithAnIDIsInTheJournalAfterAFullDisk(t *testing.T) {
+	t.Parallel()
 	disk := testsupport.SmallDisk(t, "4m")
 	h := startHelper(t)
 	s := h.openAt(filepath.Join(disk, "state"), nil)

@@ -22,6 +22,7 @@ func (s *session) startAsync(command string, extra map[string]any) <-chan obs {
 }
 
 func TestReadLaneOverlaps(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	g1, g2 := fifo(t, "g1"), fifo(t, "g2")
@@ -42,6 +43,7 @@ func TestReadLaneOverlaps(t *testing.T) {
 }
 
 func TestExclusiveLaneIsSerialAndWriterFair(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	g1, g2, g3 := fifo(t, "g1"), fifo(t, "g2"), fifo(t, "g3")
@@ -81,6 +83,7 @@ func TestExclusiveLaneIsSerialAndWriterFair(t *testing.T) {
 }
 
 func TestYieldReleasesTheLane(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	g1 := fifo(t, "g1")
@@ -101,6 +104,7 @@ func TestYieldReleasesTheLane(t *testing.T) {
 }
 
 func TestStopEscalatesToKill(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(map[string]any{"graceMs": 300})
 	// TERM is ignored by the shell and, inherited, by every sleep it runs.
@@ -118,6 +122,7 @@ func TestStopEscalatesToKill(t *testing.T) {
 }
 
 func TestStopAll(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	w := s.mustStart("sleep 1000", map[string]any{"yieldMs": 0, "owner": "/root/worker"})

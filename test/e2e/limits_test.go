@@ -37,6 +37,7 @@ func groupsOf(pid int) []string {
 }
 
 func TestLimitsMemoryHogEndsWithResourceLimit(t *testing.T) {
+	t.Parallel()
 	memoryHogEndsWithResourceLimit(t, here(t))
 }
 
@@ -58,7 +59,10 @@ func memoryHogEndsWithResourceLimit(t *testing.T, w where) {
 	w.wantGroupsGone(t)
 }
 
-func TestLimitsPidsCapAForkLoop(t *testing.T) { pidsCapAForkLoop(t, here(t)) }
+func TestLimitsPidsCapAForkLoop(t *testing.T) {
+	t.Parallel()
+	pidsCapAForkLoop(t, here(t))
+}
 
 // pidsCapAForkLoop: a fork loop under a cap of 8 processes ends
 // resource-limit/pids with fewer than 8 started; it returns the facts.
@@ -90,6 +94,7 @@ func pidsCapAForkLoop(t *testing.T, w where) execution.Facts {
 }
 
 func TestLimitsCPUSeconds(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	o := s.mustStart("exec bash -c 'while :; do :; done'", map[string]any{"resources": map[string]any{"cpuSeconds": 1}})

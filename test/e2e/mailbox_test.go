@@ -125,6 +125,7 @@ func (s *session) barrier() {
 }
 
 func TestDeliveryIsPendingUntilDurableAck(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	id := s.background("echo finished; exit 3")
@@ -160,6 +161,7 @@ func TestDeliveryIsPendingUntilDurableAck(t *testing.T) {
 }
 
 func TestDeliveryIsSentAgainAfterFailureAndTimeout(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(map[string]any{"ackTimeoutMs": 300, "retryMs": 50})
 	id := s.background("echo again")
@@ -187,6 +189,7 @@ func TestDeliveryIsSentAgainAfterFailureAndTimeout(t *testing.T) {
 }
 
 func TestClaimedResultsAreNotDelivered(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	gate := fifo(t, "gate")
@@ -237,6 +240,7 @@ func TestClaimedResultsAreNotDelivered(t *testing.T) {
 }
 
 func TestWakeOnlyWhileIdleAndCoalesced(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 
@@ -316,6 +320,7 @@ func TestWakeOnlyWhileIdleAndCoalesced(t *testing.T) {
 }
 
 func TestSessionCloseDiscardsPendingDeliveries(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	id := s.background("echo unacked")
@@ -328,6 +333,7 @@ func TestSessionCloseDiscardsPendingDeliveries(t *testing.T) {
 }
 
 func TestMailboxAckBadInput(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	h.wantError("mailbox/ack", map[string]any{"sessionId": s.id, "deliveryId": "x"}, -32602, "invalid-params")
@@ -370,6 +376,7 @@ func (s *session) monitorLines(id string, seen map[string]bool) ([]string, deliv
 }
 
 func TestMonitorDeliversFilteredLinesOnceThenItsEnd(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	gate := fifo(t, "gate")
@@ -425,6 +432,7 @@ func TestMonitorDeliversFilteredLinesOnceThenItsEnd(t *testing.T) {
 }
 
 func TestMonitorBatchesWhileOneIsInFlight(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	gate := fifo(t, "gate")
@@ -460,6 +468,7 @@ func TestMonitorBatchesWhileOneIsInFlight(t *testing.T) {
 }
 
 func TestMonitorThrottlesAndTimesOut(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	// 5000 lines at once: most are over the per-second budget.

@@ -17,6 +17,7 @@ import (
 // scratch directory, and the unknown-outcome gate.
 
 func TestArgvRunsWithoutAShell(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	argv := []string{"printf", "%s|", "a b", "it's", `"q"`, "$HOME", "*", "; rm -rf /tmp/never"}
@@ -64,6 +65,7 @@ func TestArgvRunsWithoutAShell(t *testing.T) {
 // stdin of 8 MiB goes in while the helper keeps answering: the command
 // waits on a gate before it reads, so the whole write waits with it.
 func TestStdinLargeDoesNotBlockTheHelper(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	gate := fifo(t, "gate")
@@ -109,6 +111,7 @@ func TestStdinLargeDoesNotBlockTheHelper(t *testing.T) {
 // A timeout fires after the start request yielded: the command is stopped
 // as a stop does, ends timed-out, and nothing of it is left.
 func TestTimeoutSurvivesAYield(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	o := s.mustStart(`echo pid $$; bash -c 'echo pid $$; exec sleep 300'`, map[string]any{"yieldMs": 0, "timeoutMs": 300})
@@ -144,6 +147,7 @@ func TestTimeoutSurvivesAYield(t *testing.T) {
 // with everything the command made read-only in it, before the final
 // observation arrives.
 func TestScratchIsRemovedBeforeTheEnd(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	gate := fifo(t, "gate")
@@ -187,7 +191,10 @@ func TestScratchIsRemovedBeforeTheEnd(t *testing.T) {
 // An unknown outcome on an SSH host refuses what may change something
 // until the person acknowledges it; read-only commands still run; the gate
 // survives a reopen of the session.
-func TestUnknownOutcomeGatesMutations(t *testing.T) { inModes(t, testUnknownOutcomeGatesMutations) }
+func TestUnknownOutcomeGatesMutations(t *testing.T) {
+	t.Parallel()
+	inModes(t, testUnknownOutcomeGatesMutations)
+}
 
 func testUnknownOutcomeGatesMutations(t *testing.T) {
 	h, srv := remoteHelper(t)
@@ -248,6 +255,7 @@ func testUnknownOutcomeGatesMutations(t *testing.T) {
 // next open of the state directory removes it with the rest of what it
 // left.
 func TestScratchOfAKilledHelperIsRemovedAtOpen(t *testing.T) {
+	t.Parallel()
 	state := filepath.Join(t.TempDir(), "state")
 	h1 := startHelper(t)
 	s1 := h1.openAt(state, nil)

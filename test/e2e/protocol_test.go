@@ -122,6 +122,7 @@ func (c *rawClient) next() rawMsg {
 }
 
 func TestMalformedInput(t *testing.T) {
+	t.Parallel()
 	c := startRaw(t)
 	for _, tc := range []struct {
 		body string
@@ -163,6 +164,7 @@ func TestMalformedInput(t *testing.T) {
 }
 
 func TestCorruptHeaderEndsConnectionCleanly(t *testing.T) {
+	t.Parallel()
 	c := startRaw(t)
 	dir := filepath.Join(t.TempDir(), "state")
 	c.sendFrame(`{"jsonrpc":"2.0","id":1,"method":"session/open","params":{"sessionId":"a","stateDir":"` + dir + `"}}`)
@@ -196,6 +198,7 @@ func TestCorruptHeaderEndsConnectionCleanly(t *testing.T) {
 }
 
 func TestEveryRequestGetsExactlyOneReply(t *testing.T) {
+	t.Parallel()
 	c := startRaw(t)
 	dir := filepath.Join(t.TempDir(), "state")
 	gate := fifo(t, "gate")
@@ -253,6 +256,7 @@ func TestEveryRequestGetsExactlyOneReply(t *testing.T) {
 }
 
 func TestStateDirectoryHeldByOneHelper(t *testing.T) {
+	t.Parallel()
 	a, b := startHelper(t), startHelper(t)
 	dir := filepath.Join(t.TempDir(), "state")
 	first := a.openAt(dir, nil)
@@ -273,6 +277,7 @@ func TestStateDirectoryHeldByOneHelper(t *testing.T) {
 }
 
 func TestSessionCloseEndsLiveExecutions(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	o := s.mustStart("echo ready; sleep 1000", map[string]any{"yieldMs": 0})
@@ -302,6 +307,7 @@ func TestSessionCloseEndsLiveExecutions(t *testing.T) {
 }
 
 func TestSpoolWriteFailure(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Fatal("this test mounts a small tmpfs and needs root, as CI runs")
 	}
@@ -326,6 +332,7 @@ func TestSpoolWriteFailure(t *testing.T) {
 }
 
 func TestProgressNotifications(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	o := s.mustStart("echo tick; echo ready; sleep 1000", map[string]any{"yieldMs": 0, "toolUseId": "tool-1"})

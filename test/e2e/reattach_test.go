@@ -61,6 +61,7 @@ func ackOn(t *testing.T, ctx context.Context, conn *client.Client, sid, id strin
 }
 
 func TestReattachedClientGetsPendingDeliveryAgain(t *testing.T) {
+	t.Parallel()
 	l := startListener(t)
 	feed := make(deliveryFeed, 64)
 	conn := l.dial(feed.handle)
@@ -95,6 +96,7 @@ func TestReattachedClientGetsPendingDeliveryAgain(t *testing.T) {
 // A client that comes back after the resend backoff elapsed gets the
 // pending delivery at once, not after an ack timeout.
 func TestReattachAfterBackoffGetsResendAtOnce(t *testing.T) {
+	t.Parallel()
 	l := startListener(t)
 	feed := make(deliveryFeed, 64)
 	conn := l.dial(feed.handle)
@@ -126,6 +128,7 @@ func TestReattachAfterBackoffGetsResendAtOnce(t *testing.T) {
 // nothing: the whole output reaches the client that comes back, through
 // the mailbox.
 func TestObservationCutOffByDisconnectClaimsNothing(t *testing.T) {
+	t.Parallel()
 	l := startListener(t)
 	feed := make(deliveryFeed, 64)
 	conn := l.dial(feed.handle)

@@ -54,6 +54,7 @@ func runsOn(t *testing.T, srv *sshd.Server, mode string) {
 // connection reuses it, a build that is not the helper's (corrupted) is
 // replaced, and other versions are pruned.
 func TestRemoteAgentDeployedOnceAndReplacedWhenCorrupt(t *testing.T) {
+	t.Parallel()
 	srv := sshd.Start(t)
 	old := filepath.Join(srv.HostHome, ".cache", "mevedel-exec", "bin", "0.0.1-old")
 	if err := os.MkdirAll(old, 0o700); err != nil {
@@ -107,6 +108,7 @@ func TestRemoteAgentDeployedOnceAndReplacedWhenCorrupt(t *testing.T) {
 // A host whose home cannot execute the agent (noexec) runs commands
 // through the wrapper, and the facts say so.
 func TestRemoteAgentNoexecHomeFallsBackToWrapper(t *testing.T) {
+	t.Parallel()
 	srv := sshd.Start(t)
 	cache := filepath.Join(srv.HostHome, ".cache")
 	if err := os.Mkdir(cache, 0o700); err != nil {
@@ -130,6 +132,7 @@ func TestRemoteAgentNoexecHomeFallsBackToWrapper(t *testing.T) {
 // descends from the command's shell, the subreaper) and stopped with
 // its execution.
 func TestRemoteAgentStopsEnvClearedDaemon(t *testing.T) {
+	t.Parallel()
 	h, srv := remoteHelper(t)
 	s, _ := openRemote(h)
 	// The helper refuses backgrounding in a command line: a script does it.
@@ -181,6 +184,7 @@ func wchar(t *testing.T, pid int) int64 {
 // another command's typed input comes back and a third one's stop ends
 // it.
 func TestRemoteAgentFloodDoesNotStarveOthers(t *testing.T) {
+	t.Parallel()
 	h, srv := remoteHelper(t)
 	art := filepath.Join(t.TempDir(), "artifacts")
 	s := openWith(h, map[string]any{"remoteArtifactDir": art,

@@ -38,6 +38,7 @@ func inode(t *testing.T, p string) uint64 {
 // A yielded execution's output is published on its host as it grows,
 // by appending: what the remote copy holds is never sent again.
 func TestRemoteArtifactPublishedAndAppended(t *testing.T) {
+	t.Parallel()
 	inModes(t, testRemoteArtifactPublishedAndAppended)
 }
 
@@ -82,7 +83,10 @@ func testRemoteArtifactPublishedAndAppended(t *testing.T) {
 }
 
 // Without remoteArtifactDir, artifacts go under the remote user's home.
-func TestRemoteArtifactDefaultDirectory(t *testing.T) { inModes(t, testRemoteArtifactDefaultDirectory) }
+func TestRemoteArtifactDefaultDirectory(t *testing.T) {
+	t.Parallel()
+	inModes(t, testRemoteArtifactDefaultDirectory)
+}
 
 func testRemoteArtifactDefaultDirectory(t *testing.T) {
 	h, srv := remoteHelper(t)
@@ -117,6 +121,7 @@ func testRemoteArtifactDefaultDirectory(t *testing.T) {
 // the one recorded (leader pid and start time, on the host) and kills it
 // before marking the execution lost.
 func TestRemoteLostRunReclaimedOnTheHost(t *testing.T) {
+	t.Parallel()
 	inModes(t, testRemoteLostRunReclaimedOnTheHost)
 }
 

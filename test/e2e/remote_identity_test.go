@@ -60,6 +60,7 @@ func takePid(t *testing.T, pid int) *exec.Cmd {
 // group is never signalled again: not the impostor, and not what is left
 // of the execution either, even at the end of the grace.
 func TestRemoteAmbiguousIdentityNeverSignalled(t *testing.T) {
+	t.Parallel()
 	inModes(t, testRemoteAmbiguousIdentityNeverSignalled)
 }
 
@@ -120,7 +121,10 @@ func testRemoteAmbiguousIdentityNeverSignalled(t *testing.T) {
 // A transport cut during a run leaves the end unproven: termination
 // unknown, never completed. The command, orphaned on the host, is found
 // again over a new connection and stopped.
-func TestRemoteTransportLossIsUnknown(t *testing.T) { inModes(t, testRemoteTransportLossIsUnknown) }
+func TestRemoteTransportLossIsUnknown(t *testing.T) {
+	t.Parallel()
+	inModes(t, testRemoteTransportLossIsUnknown)
+}
 
 func testRemoteTransportLossIsUnknown(t *testing.T) {
 	h, srv := remoteHelper(t)

@@ -86,7 +86,10 @@ func targetOf(srv *sshd.Server) string {
 	return fmt.Sprintf("ssh:%s@127.0.0.1#%d", srv.User, srv.Port)
 }
 
-func TestRemoteEchoAndExitCodes(t *testing.T) { inModes(t, testRemoteEchoAndExitCodes) }
+func TestRemoteEchoAndExitCodes(t *testing.T) {
+	t.Parallel()
+	inModes(t, testRemoteEchoAndExitCodes)
+}
 
 func testRemoteEchoAndExitCodes(t *testing.T) {
 	h, srv := remoteHelper(t)
@@ -152,7 +155,10 @@ func testRemoteEchoAndExitCodes(t *testing.T) {
 	}
 }
 
-func TestRemoteYieldThenPoll(t *testing.T) { inModes(t, testRemoteYieldThenPoll) }
+func TestRemoteYieldThenPoll(t *testing.T) {
+	t.Parallel()
+	inModes(t, testRemoteYieldThenPoll)
+}
 
 func testRemoteYieldThenPoll(t *testing.T) {
 	h, srv := remoteHelper(t)
@@ -208,7 +214,10 @@ func testRemoteYieldThenPoll(t *testing.T) {
 	}
 }
 
-func TestRemoteInput(t *testing.T) { inModes(t, testRemoteInput) }
+func TestRemoteInput(t *testing.T) {
+	t.Parallel()
+	inModes(t, testRemoteInput)
+}
 
 func testRemoteInput(t *testing.T) {
 	h, srv := remoteHelper(t)
@@ -255,6 +264,7 @@ func testRemoteInput(t *testing.T) {
 // host (the await's snapshot plus what was created since) and cleaned up;
 // the termination stays the shell's exit.
 func TestRemoteLingeringDescendantsCleaned(t *testing.T) {
+	t.Parallel()
 	inModes(t, testRemoteLingeringDescendantsCleaned)
 }
 
@@ -282,7 +292,10 @@ func testRemoteLingeringDescendantsCleaned(t *testing.T) {
 	}
 }
 
-func TestRemoteStopLeavesNoSurvivor(t *testing.T) { inModes(t, testRemoteStopLeavesNoSurvivor) }
+func TestRemoteStopLeavesNoSurvivor(t *testing.T) {
+	t.Parallel()
+	inModes(t, testRemoteStopLeavesNoSurvivor)
+}
 
 func testRemoteStopLeavesNoSurvivor(t *testing.T) {
 	h, srv := remoteHelper(t)
@@ -350,6 +363,7 @@ print while <$r>;
 // settles at once, without the grace (a minute here) that a live member
 // would cost.
 func TestRemoteZombieOnlyGroupSettlesAtOnce(t *testing.T) {
+	t.Parallel()
 	inModes(t, testRemoteZombieOnlyGroupSettlesAtOnce)
 }
 
@@ -390,7 +404,10 @@ func testRemoteZombieOnlyGroupSettlesAtOnce(t *testing.T) {
 
 // Connection failures answer the start request with unavailable and
 // register nothing; the message says what known_hosts said.
-func TestRemoteHostKeyAndReachability(t *testing.T) { inModes(t, testRemoteHostKeyAndReachability) }
+func TestRemoteHostKeyAndReachability(t *testing.T) {
+	t.Parallel()
+	inModes(t, testRemoteHostKeyAndReachability)
+}
 
 func testRemoteHostKeyAndReachability(t *testing.T) {
 	h, srv := remoteHelper(t)
@@ -454,6 +471,7 @@ func testRemoteHostKeyAndReachability(t *testing.T) {
 // dial waiting; the helper still answers other requests, and a cancel
 // aborts the start like any other before its yield.
 func TestRemoteConnectNeverBlocksTheHelper(t *testing.T) {
+	t.Parallel()
 	inModes(t, testRemoteConnectNeverBlocksTheHelper)
 }
 
@@ -510,7 +528,10 @@ func testRemoteConnectNeverBlocksTheHelper(t *testing.T) {
 	}
 }
 
-func TestRemoteSSHConfigAlias(t *testing.T) { inModes(t, testRemoteSSHConfigAlias) }
+func TestRemoteSSHConfigAlias(t *testing.T) {
+	t.Parallel()
+	inModes(t, testRemoteSSHConfigAlias)
+}
 
 func testRemoteSSHConfigAlias(t *testing.T) {
 	h, srv := remoteHelper(t)

@@ -16,6 +16,7 @@ import (
 // the model's owners, starting as one of them. The delivery it tried to
 // take reaches the agent when it comes back, under the same id.
 func TestDaemonObserverCannotTakeTheAgentsResults(t *testing.T) {
+	t.Parallel()
 	d := newDaemonEnv(t)
 	d.start()
 	stateDir := filepath.Join(d.home, "state")
@@ -74,6 +75,7 @@ func TestDaemonObserverCannotTakeTheAgentsResults(t *testing.T) {
 
 // Off a daemon the one client is the agent: role observer changes nothing.
 func TestObserverRoleOffADaemonIsTheAgent(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t, func(*client.Options, string) {})
 	id := "solo"
 	h.mustCall("session/open", map[string]any{"sessionId": id, "stateDir": filepath.Join(t.TempDir(), "s"), "role": "observer"}, nil)

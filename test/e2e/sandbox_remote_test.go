@@ -41,6 +41,7 @@ func wantHostBubblewrap(t *testing.T, f execution.Facts) {
 }
 
 func TestRemoteSandboxWritesOnlyInsideWritableRoots(t *testing.T) {
+	t.Parallel()
 	srv := sshd.Start(t)
 	h := agentHelper(t, srv)
 	s, _ := openRemote(h)
@@ -84,6 +85,7 @@ func TestRemoteSandboxWritesOnlyInsideWritableRoots(t *testing.T) {
 }
 
 func TestRemoteSandboxHidesTheHostsSecrets(t *testing.T) {
+	t.Parallel()
 	srv := sshd.Start(t)
 	h := agentHelper(t, srv)
 	s, _ := openRemote(h)
@@ -124,6 +126,7 @@ func TestRemoteSandboxHidesTheHostsSecrets(t *testing.T) {
 }
 
 func TestRemoteSandboxGitDirectoryIsReadOnly(t *testing.T) {
+	t.Parallel()
 	srv := sshd.Start(t)
 	h := agentHelper(t, srv)
 	s, _ := openRemote(h)
@@ -155,6 +158,7 @@ func TestRemoteSandboxGitDirectoryIsReadOnly(t *testing.T) {
 }
 
 func TestRemoteSandboxNetworkDeny(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -188,10 +192,12 @@ func TestRemoteSandboxNetworkDeny(t *testing.T) {
 }
 
 func TestRemoteSandboxHoldsThroughYieldPollAndStop(t *testing.T) {
+	t.Parallel()
 	holdsThroughYieldPollAndStop(t, onHost(t))
 }
 
 func TestRemoteSandboxCommandKeepsItsSignalsAndDescriptors(t *testing.T) {
+	t.Parallel()
 	keepsItsSignalsAndDescriptors(t, onHost(t))
 }
 
@@ -227,6 +233,7 @@ func runningWith(marker string) []int {
 }
 
 func TestRemoteSandboxRequiredWithoutBackendRefuses(t *testing.T) {
+	t.Parallel()
 	// The host's sessions, its agent's included, find no bwrap.
 	srv := sshd.StartEnv(t, "PATH="+hostPathWithout(t, "bwrap"))
 	h := agentHelper(t, srv)
@@ -288,10 +295,12 @@ func onHost(t *testing.T) where {
 }
 
 func TestRemoteLimitsMemoryHogEndsWithResourceLimit(t *testing.T) {
+	t.Parallel()
 	memoryHogEndsWithResourceLimit(t, onHost(t))
 }
 
 func TestRemoteLimitsPidsCapAForkLoop(t *testing.T) {
+	t.Parallel()
 	f := pidsCapAForkLoop(t, onHost(t))
 	if f.Resources == nil || f.Resources.Applied[sandbox.LimitPids] == "" {
 		t.Errorf("facts.resources %+v", f.Resources)
@@ -306,6 +315,7 @@ func TestRemoteLimitsPidsCapAForkLoop(t *testing.T) {
 // anything runs, best-effort runs and says why, limits are listed as not
 // applied.
 func TestRemoteSandboxThroughTheWrapper(t *testing.T) {
+	t.Parallel()
 	srv := sshd.Start(t)
 	h := startHelper(t, withEnv("HOME="+srv.Home, execution.RemoteModeVar+"="+remote.ModeWrapper))
 	h.home = srv.Home

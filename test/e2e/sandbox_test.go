@@ -59,6 +59,7 @@ func here(t *testing.T) where {
 }
 
 func TestSandboxWritesOnlyInsideWritableRoots(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	in, out := t.TempDir(), t.TempDir()
@@ -88,6 +89,7 @@ func TestSandboxWritesOnlyInsideWritableRoots(t *testing.T) {
 }
 
 func TestSandboxHidesSecretsInsideAWritableRoot(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	ssh := filepath.Join(h.home, ".ssh")
@@ -125,6 +127,7 @@ func TestSandboxHidesSecretsInsideAWritableRoot(t *testing.T) {
 }
 
 func TestSandboxGitDirectoryIsReadOnly(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	repo := t.TempDir()
@@ -145,6 +148,7 @@ func TestSandboxGitDirectoryIsReadOnly(t *testing.T) {
 }
 
 func TestSandboxNetworkDeny(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +184,10 @@ func TestSandboxNetworkDeny(t *testing.T) {
 	}
 }
 
-func TestSandboxHoldsThroughYieldPollAndStop(t *testing.T) { holdsThroughYieldPollAndStop(t, here(t)) }
+func TestSandboxHoldsThroughYieldPollAndStop(t *testing.T) {
+	t.Parallel()
+	holdsThroughYieldPollAndStop(t, here(t))
+}
 
 // holdsThroughYieldPollAndStop: a yielded confined command is still
 // confined when it writes after a poll, and when it is stopped.
@@ -288,6 +295,7 @@ func pathWithout(t *testing.T) string {
 }
 
 func TestSandboxRequiredWithoutBackendRefuses(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t, func(o *client.Options, _ string) {
 		for i, kv := range o.Env {
 			if strings.HasPrefix(kv, "PATH=") {
@@ -321,6 +329,7 @@ func TestSandboxRequiredWithoutBackendRefuses(t *testing.T) {
 }
 
 func TestSandboxSessionDefaultAndBadPolicies(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	root := t.TempDir()
 	outside := t.TempDir()
@@ -354,6 +363,7 @@ func TestSandboxSessionDefaultAndBadPolicies(t *testing.T) {
 }
 
 func TestSandboxKeepsTerminalInputAndInterrupt(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	work := t.TempDir()
@@ -392,6 +402,7 @@ func TestSandboxKeepsTerminalInputAndInterrupt(t *testing.T) {
 }
 
 func TestSandboxOnAMonitor(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	work, outside := t.TempDir(), t.TempDir()

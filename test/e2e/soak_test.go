@@ -106,6 +106,7 @@ func (s *soak) count(what string) {
 func (s *soak) ended(r *soakRun) bool { return r.claims+len(s.deliv[r.id]) > 0 }
 
 func TestSoak(t *testing.T) {
+	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("MEVEDEL_SOAK_SEED"); s != "" {
 		if _, err := fmt.Sscan(s, &seed); err != nil {

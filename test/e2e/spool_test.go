@@ -82,6 +82,7 @@ func (s *session) views(addr string) []any {
 }
 
 func TestSpoolViewsIdenticalAcrossRetirement(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(map[string]any{"retainMs": 200, "retireAfterMs": 200})
 	// Random output does not compress: it must stay raw.
@@ -119,6 +120,7 @@ func TestSpoolViewsIdenticalAcrossRetirement(t *testing.T) {
 }
 
 func TestSpoolAuthorityAndClosedAddresses(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	w := s.mustStart("echo secret of the worker", map[string]any{"owner": "/root/worker"})
@@ -158,6 +160,7 @@ func TestSpoolAuthorityAndClosedAddresses(t *testing.T) {
 }
 
 func TestSpoolGrepCancelReleasesViews(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(map[string]any{"retainMs": 100, "retireAfterMs": 100, "outputLimitBytes": 128 << 20})
 	// A large log that a pattern never matching takes a while to scan.

@@ -61,6 +61,7 @@ func ofExecution(recs []transcript.Record, id, typ string) []transcript.Record {
 }
 
 func TestJournalRowsSettlementsAndBreadcrumbs(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 
@@ -143,6 +144,7 @@ func TestJournalRowsSettlementsAndBreadcrumbs(t *testing.T) {
 // helper on the same state directory kills them (their leader is provably
 // the same process), marks them lost, and draws a new id prefix.
 func TestKilledHelperRunsAreLostAndReclaimed(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "state")
 	h1 := startHelper(t)
 	s1 := h1.openAt(dir, nil)
@@ -248,6 +250,7 @@ func TestKilledHelperRunsAreLostAndReclaimed(t *testing.T) {
 // start time differs) is marked lost and that process is never signalled.
 // A torn last line, as a crash mid-write leaves, is ignored.
 func TestRecoveryNeverSignalsAStranger(t *testing.T) {
+	t.Parallel()
 	stranger := exec.Command("sleep", "1000")
 	if err := stranger.Start(); err != nil {
 		t.Fatal(err)
@@ -297,6 +300,7 @@ func TestRecoveryNeverSignalsAStranger(t *testing.T) {
 }
 
 func TestRewindAndForkRefusedWhileLive(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	id := s.background("sleep 300")
@@ -321,6 +325,7 @@ func TestRewindAndForkRefusedWhileLive(t *testing.T) {
 // output it had not shown, and once acknowledged never again. One that
 // was acknowledged is not made again.
 func TestPendingDeliverySurvivesAHelperCrash(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "state")
 	h1 := startHelper(t)
 	s1 := h1.openAt(dir, nil)
