@@ -7,7 +7,7 @@ LDFLAGS := -X github.com/mevedel/mevedel-exec/rpc.ServerVersion=$(VERSION)
 CMD     ?= echo "hello from mevedel-exec in $$PWD"; for i in 1 2 3; do echo "tick $$i"; sleep 1; done
 export MEVEDEL_EXEC_PROGRAM := $(CURDIR)/$(BIN)
 
-.PHONY: setup build run run-cli test test-go test-elisp bench bench-emacs bench-ack bench-oneshot clean
+.PHONY: setup build run run-cli test test-go lint-go test-elisp check bench bench-emacs bench-ack bench-oneshot clean
 
 setup:
 	@scripts/setup.sh
@@ -27,18 +27,29 @@ run: build
 run-cli: build
 	$(BIN) run -- '$(CMD)'
 
-test: test-go test-elisp
+# The Go suite and the Elisp suite run side by side: the ERT suite mostly
+# waits on its helper, so it costs the Go suite little.
+test: setup
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-go test-elisp
 
-test-go: setup
-	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+test-go: setup lint-go
+	$(GO) test -race -count=1 -timeout 20m -parallel 4 ./...
+
+lint-go:
+	@unformatted=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 20m -parallel 4 ./...
+
+# The inner loop: gofmt, vet, the unit tests of every package but the end
+# to end one, and the ERT suite (against the real helper).
+check: setup lint-go
+	$(GO) test -race -count=1 -parallel 4 $$($(GO) list ./... | grep -v /test/e2e$$)
+	$(MAKE) --no-print-directory test-elisp
 
 # Byte-compiling must give no warning at all (--strict); the ERT suite runs
 # against the real helper, built with -tags strict so that an illegal state
 # move panics there as in every other test build.
-test-elisp: build
+test-elisp: setup
 	$(GO) build -tags strict -ldflags "$(LDFLAGS)" -o bin/mevedel-exec-strict ./cmd/mevedel-exec
 	eask compile --strict
 	rm -f elisp/*.elc
