@@ -142,6 +142,7 @@ func (l liveTable) merge(fs []execution.Facts) {
 // their changes (at most about one a second each), not to every live
 // execution at every change.
 func TestChangedCarriesOnlyWhatChanged(t *testing.T) {
+	t.Parallel()
 	c := startStream(t)
 	dir := t.TempDir()
 	c.call("session/open", map[string]any{"sessionId": "a", "stateDir": dir, "limits": map[string]any{"maxLive": 32}}, nil)

@@ -45,7 +45,6 @@ func TestExtraListenClientRefused(t *testing.T) {
 // bounded meanwhile: progress is dropped, live sets are built only when
 // they can be sent, and the outbox is capped.
 func TestStuckClientDisconnectedWithBoundedMemory(t *testing.T) {
-	t.Parallel()
 	l := startListenerWith(t, "--stall-timeout", "3s")
 	c, nc := l.rawDial()
 	dir := filepath.Join(t.TempDir(), "state")

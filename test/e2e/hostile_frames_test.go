@@ -102,6 +102,7 @@ func (c *rawClient) initialized() {
 // A header line of 256 MiB is refused after its first kilobyte: the
 // connection ends, and the helper never holds the line.
 func TestHugeHeaderLineRefusedWithBoundedMemory(t *testing.T) {
+	t.Parallel()
 	l := startListener(t)
 	c, nc := l.rawDial()
 	c.initialized()
@@ -140,6 +141,7 @@ func TestHugeHeaderLineRefusedWithBoundedMemory(t *testing.T) {
 // A frame over 64 MiB is answered -32600 and skipped without being kept;
 // the connection goes on.
 func TestOversizedFrameSkippedUnread(t *testing.T) {
+	t.Parallel()
 	c := startRaw(t)
 	c.initialized()
 	before := peakRSS(t, c.child.Pid())
@@ -173,6 +175,7 @@ func TestOversizedFrameSkippedUnread(t *testing.T) {
 // A 60 MB frame of 30 million small numbers is refused before it is
 // parsed: little time, no gigabytes, and the connection goes on.
 func TestManyValuesRefusedBeforeParsing(t *testing.T) {
+	t.Parallel()
 	c := startRaw(t)
 	c.initialized()
 	before := peakRSS(t, c.child.Pid())

@@ -70,7 +70,6 @@ func TestOverlongStringsRefused(t *testing.T) {
 // The frame is written as bytes: encoding 16 MiB of JSON under the race
 // detector costs the test more than the helper's whole answer.
 func TestOverlongStdinRefused(t *testing.T) {
-	t.Parallel()
 	c := startRaw(t)
 	dir := filepath.Join(t.TempDir(), "state")
 	c.sendFrame(`{"jsonrpc":"2.0","id":"open","method":"session/open","params":{"sessionId":"a","stateDir":"` + dir + `"}}`)

@@ -14,6 +14,7 @@ import (
 // loop: an exec/list sent after it is answered first. A pattern past the
 // bound is refused at once, and the loop goes on.
 func TestSlowGlobDoesNotHoldTheLoop(t *testing.T) {
+	t.Parallel()
 	c := startRaw(t)
 	dir := filepath.Join(t.TempDir(), "state")
 	c.sendFrame(`{"jsonrpc":"2.0","id":"open","method":"session/open","params":{"sessionId":"a","stateDir":"` + dir + `"}}`)

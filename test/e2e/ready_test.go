@@ -51,6 +51,7 @@ func fetch(t *testing.T, addr string) string {
 }
 
 func TestReadyPortYieldsWhenTheServerListens(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	dir := t.TempDir()
@@ -89,6 +90,7 @@ func TestReadyPortYieldsWhenTheServerListens(t *testing.T) {
 }
 
 func TestReadyPatternYieldsOnTheLine(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	for _, tty := range []bool{false, true} {
@@ -110,6 +112,7 @@ func TestReadyPatternYieldsOnTheLine(t *testing.T) {
 }
 
 func TestExitBeforeReadyIsTheFinalResult(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	o := s.mustStart(`echo not today; exit 3`, map[string]any{"readyPort": freePort(t), "readyPattern": "never", "yieldMs": 60000})
@@ -119,6 +122,7 @@ func TestExitBeforeReadyIsTheFinalResult(t *testing.T) {
 }
 
 func TestReadyBadParams(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	for _, p := range []map[string]any{
@@ -194,6 +198,7 @@ func testRemoteReadyPortAndForward(t *testing.T) {
 // of the listening set is announced before the port itself is listened on,
 // and the port then makes the execution ready.
 func TestListeningChangesAreAnnouncedWhileWaitingForThePort(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	first, ready := freePort(t), freePort(t)
@@ -222,6 +227,7 @@ import time; time.sleep(100)'`, first, gate, ready), map[string]any{"readyPort":
 // a table seeded by listings learns of a new port without a poll of its
 // own and a listing of hundreds of executions never waits for /proc.
 func TestListingAnnouncesPortsItFoundStale(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	port := freePort(t)
@@ -260,6 +266,7 @@ import time; time.sleep(100)' >/dev/null 2>&1`, gate, port), map[string]any{"yie
 // the news; unfollowed, a later change stays unannounced until facts are
 // taken.
 func TestFollowedListeningIsAnnounced(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
 	first, second := freePort(t), freePort(t)

@@ -26,6 +26,7 @@ const (
 // (the race detector this helper is built with multiplies it) and bounded
 // by the benchmark.
 func TestThreadsAtScale(t *testing.T) {
+	t.Parallel()
 	h := startHelper(t)
 	s := h.open(map[string]any{"maxLive": scaleLive, "graceMs": 500})
 	ids := make([]string, scaleLive)
