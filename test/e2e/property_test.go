@@ -655,6 +655,40 @@ func (p *prop) waitFor(what string, missing func() []string) {
 	}
 }
 
+// waitFor is waitFor for executions seen past queued, which also asks
+// exec/list while some are missing: a client learns of changes made
+// while it was reconnecting from a listing, not from exec/changed.
+func (p *prop) waitForListed(what string, missing func() []string) {
+	p.t.Helper()
+	deadline := time.Now().Add(waitBound)
+	for {
+		p.mu.Lock()
+		p.c.mu.Lock()
+		m := missing()
+		p.c.mu.Unlock()
+		p.mu.Unlock()
+		if len(m) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s: still waiting after %v for %v", what, waitBound, m)
+		}
+		var lst struct{ Executions []execution.Facts }
+		p.must(p.c.call("exec/list", map[string]any{"sessionId": p.c.sid, "as": "user"}, &lst, false))
+		p.c.mu.Lock()
+		for _, f := range lst.Executions {
+			if f.State != execution.Queued {
+				p.c.running[f.ExecutionID] = true
+			}
+		}
+		p.c.mu.Unlock()
+		select {
+		case <-p.c.changed:
+		case <-time.After(100 * time.Millisecond): // the next listing; bounded by deadline
+		}
+	}
+}
+
 // retire is the person stopping the agent's turn: owner/retire at once, or
 // begin, maybe new results, then commit or abort.
 func (p *prop) retire() {
@@ -923,8 +957,11 @@ func (p *prop) crash() {
 	}
 	// The next helper kills what this one leaves running only if its row,
 	// with its group leader, is on disk: each command and monitor must be
-	// seen past queued (announced after its row), then checkpointed.
-	p.waitFor("rows before the crash", func() []string {
+	// seen past queued (announced after its row), then checkpointed. A
+	// change announced while the connection was being replaced went to
+	// the old one, so a listing (whose facts are read as the change's
+	// would be) is asked too, as a reconnecting client resyncs.
+	p.waitForListed("rows before the crash", func() []string {
 		var missing []string
 		for _, r := range p.runs {
 			if r.gen == p.gen && !c.running[r.id] {
