@@ -7,7 +7,7 @@ LDFLAGS := -X github.com/mevedel/mevedel-exec/rpc.ServerVersion=$(VERSION)
 CMD     ?= echo "hello from mevedel-exec in $$PWD"; for i in 1 2 3; do echo "tick $$i"; sleep 1; done
 export MEVEDEL_EXEC_PROGRAM := $(CURDIR)/$(BIN)
 
-.PHONY: setup build run run-cli test test-go lint-go test-elisp check bench bench-emacs bench-ack bench-oneshot clean
+.PHONY: setup build run run-cli test test-go lint-go test-units test-elisp check bench bench-emacs bench-ack bench-oneshot clean
 
 setup:
 	@scripts/setup.sh
@@ -42,9 +42,11 @@ lint-go:
 
 # The inner loop: gofmt, vet, the unit tests of every package but the end
 # to end one, and the ERT suite (against the real helper).
-check: setup lint-go
+check: setup
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-units test-elisp
+
+test-units: lint-go
 	$(GO) test -race -count=1 -parallel 4 $$($(GO) list ./... | grep -v /test/e2e$$)
-	$(MAKE) --no-print-directory test-elisp
 
 # Byte-compiling must give no warning at all (--strict); the ERT suite runs
 # against the real helper, built with -tags strict so that an illegal state
