@@ -636,6 +636,14 @@ func (p *prop) quiesce() {
 // waitFor waits until missing (called with p.mu and c.mu held) is empty.
 func (p *prop) waitFor(what string, missing func() []string) {
 	p.t.Helper()
+	p.waitUntil(what, missing, nil)
+}
+
+// waitUntil waits for missing to report nothing, woken by the client's
+// changes; refresh, when set, is asked (without locks) while something
+// is missing, and then every 100 ms at the most.
+func (p *prop) waitUntil(what string, missing func() []string, refresh func()) {
+	p.t.Helper()
 	deadline := time.NewTimer(waitBound)
 	defer deadline.Stop()
 	for {
@@ -647,32 +655,26 @@ func (p *prop) waitFor(what string, missing func() []string) {
 		if len(m) == 0 {
 			return
 		}
+		var again <-chan time.Time
+		if refresh != nil {
+			refresh()
+			again = time.After(100 * time.Millisecond) // the next listing; bounded by deadline
+		}
 		select {
 		case <-p.c.changed:
+		case <-again:
 		case <-deadline.C:
 			p.t.Fatalf("%s: still waiting after %v for %v", what, waitBound, m)
 		}
 	}
 }
 
-// waitFor is waitFor for executions seen past queued, which also asks
-// exec/list while some are missing: a client learns of changes made
+// waitForListed is waitFor for executions seen past queued, which also
+// asks exec/list while some are missing: a client learns of changes made
 // while it was reconnecting from a listing, not from exec/changed.
 func (p *prop) waitForListed(what string, missing func() []string) {
 	p.t.Helper()
-	deadline := time.Now().Add(waitBound)
-	for {
-		p.mu.Lock()
-		p.c.mu.Lock()
-		m := missing()
-		p.c.mu.Unlock()
-		p.mu.Unlock()
-		if len(m) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s: still waiting after %v for %v", what, waitBound, m)
-		}
+	p.waitUntil(what, missing, func() {
 		var lst struct{ Executions []execution.Facts }
 		p.must(p.c.call("exec/list", map[string]any{"sessionId": p.c.sid, "as": "user"}, &lst, false))
 		p.c.mu.Lock()
@@ -682,11 +684,7 @@ func (p *prop) waitForListed(what string, missing func() []string) {
 			}
 		}
 		p.c.mu.Unlock()
-		select {
-		case <-p.c.changed:
-		case <-time.After(100 * time.Millisecond): // the next listing; bounded by deadline
-		}
-	}
+	})
 }
 
 // retire is the person stopping the agent's turn: owner/retire at once, or
