@@ -342,7 +342,7 @@ for METHOD signals an error."
 
 ;;;; The connection
 
-(defclass mevedel-execution-connection (jsonrpc-process-connection)
+(defclass mevedel-execution-rpc-connection (jsonrpc-process-connection)
   ((generation
     :initarg :generation
     :documentation "Which helper this is; sessions reopen on a new one.")
@@ -444,7 +444,7 @@ With the helper daemon, its log file."
     (unless buffer (user-error "No helper has run in this Emacs yet"))
     (display-buffer buffer)))
 
-(cl-defmethod initialize-instance :after ((conn mevedel-execution-connection) &optional _slots)
+(cl-defmethod initialize-instance :after ((conn mevedel-execution-rpc-connection) &optional _slots)
   "Note in `mevedel-execution--in-filter' when CONN's process filter runs.
 Without event logging nothing of CONN reaches a visible events
 buffer, and jsonrpc's own exit banner stays out of the echo area
@@ -668,7 +668,7 @@ the helper daemon, starting it first when none runs."
                     (expand-file-name "daemon.log" (file-name-directory socket)))))
          (generation (cl-incf mevedel-execution--generation))
          (conn (make-instance
-                'mevedel-execution-connection
+                'mevedel-execution-rpc-connection
                 :name "mevedel-exec"
                 :daemon (and socket t)
                 :generation generation

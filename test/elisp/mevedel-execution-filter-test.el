@@ -48,7 +48,7 @@ DISPATCHER replaces the facade's notification dispatcher and
 ON-SHUTDOWN its shutdown function (by default, nothing).  Its
 requests are numbered from 1."
   (make-instance
-   'mevedel-execution-connection
+   'mevedel-execution-rpc-connection
    :name "mevedel-exec-fake"
    :generation -1
    :events-buffer-scrollback-size 0

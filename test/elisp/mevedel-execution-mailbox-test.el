@@ -386,7 +386,7 @@ then nothing more: the notification must not wait for more input."
           (list (lambda (type plist)
                   (when (eq type 'settled) (push (cons type plist) events)))))
          (conn (make-instance
-                'mevedel-execution-connection
+                'mevedel-execution-rpc-connection
                 :name "mevedel-exec-fake"
                 :generation -1
                 :events-buffer-scrollback-size 0

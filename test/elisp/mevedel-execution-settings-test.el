@@ -1,0 +1,103 @@
+;;; mevedel-execution-settings-test.el --- Options set before loading hold  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; A person sets options in init.el before the package loads, with
+;; `setq' or `custom-set-variables'.  Every option of every file must keep
+;; that value once the files load: no class, function or face may share
+;; an option's name and reset it.  Each check runs a fresh `emacs -Q
+;; --batch', as an init file would.
+
+;;; Code:
+
+(require 'ert)
+(require 'cl-lib)
+(require 'mevedel-execution-test
+         (expand-file-name "mevedel-execution-test.el"
+                           (file-name-directory (or load-file-name buffer-file-name))))
+(require 'mevedel-execution-spool)
+(require 'mevedel-execution-transcript)
+(require 'mevedel-execution-panel)
+(require 'mevedel-execution-person)
+
+(defconst mevedel-execution-settings-test--features
+  '(mevedel-execution mevedel-execution-spool mevedel-execution-transcript
+    mevedel-execution-panel mevedel-execution-person)
+  "Every file of the package, as a feature.")
+
+(defun mevedel-execution-settings-test--other (type default)
+  "A value of custom TYPE that is not DEFAULT, or nil when none is known."
+  (pcase type
+    ('boolean (not default))
+    ((or 'natnum 'integer 'number) (+ (if (numberp default) default 0) 7))
+    ((or 'string 'file) "mevedel-settings-test")
+    ('directory "/tmp/mevedel-settings-test/")
+    (`(repeat string) '("mevedel" "settings"))
+    (`(choice . ,alternatives)
+     (or (cl-loop for alt in alternatives
+                  for value = (pcase alt
+                                (`(const . ,rest) (car (last rest)))
+                                (_ :none))
+                  unless (or (eq value :none) (equal value default))
+                  return (list value))
+         (cl-loop for alt in alternatives
+                  for value = (and (not (eq (car-safe alt) 'const))
+                                   (mevedel-execution-settings-test--other
+                                    alt default))
+                  when value return (list value))))))
+
+(defun mevedel-execution-settings-test--options ()
+  "Every option of the package with a value other than its default."
+  (let (out)
+    (mapatoms
+     (lambda (sym)
+       (when (and (get sym 'custom-type)
+                  (string-prefix-p "mevedel-execution" (symbol-name sym)))
+         (let* ((default (eval (car (get sym 'standard-value)) t))
+                (type (get sym 'custom-type))
+                (value (mevedel-execution-settings-test--other type default)))
+           ;; A choice answers a list, so a nil value can be told apart.
+           (when (eq (car-safe type) 'choice)
+             (setq value (car value)))
+           (should-not (equal value default))
+           (push (cons sym value) out)))))
+    (sort out (lambda (a b) (string< (car a) (car b))))))
+
+(defun mevedel-execution-settings-test--run (set-form options)
+  "Load the package in a fresh Emacs after SET-FORM; OPTIONS' values then."
+  (let ((script
+         `(progn
+            ,set-form
+            (dolist (f ',mevedel-execution-settings-test--features)
+              (require f))
+            (prin1 (mapcar (lambda (s) (cons s (symbol-value s)))
+                           ',(mapcar #'car options))))))
+    (with-temp-buffer
+      (let ((status (call-process
+                     (expand-file-name invocation-name invocation-directory)
+                     nil t nil "-Q" "--batch"
+                     "-L" (expand-file-name "elisp" mevedel-execution-test--root)
+                     "--eval" (prin1-to-string script))))
+        (unless (eql status 0)
+          (ert-fail (list "emacs failed" status (buffer-string))))
+        (goto-char (point-max))
+        (backward-sexp)
+        (read (current-buffer))))))
+
+(ert-deftest mevedel-execution-settings-test-values-survive-loading ()
+  "Every option set before loading, by setq or customize, keeps its value."
+  (let ((options (mevedel-execution-settings-test--options)))
+    ;; The package's options, all of them: a new one is covered too.
+    (should (>= (length options) 18))
+    (should (assq 'mevedel-execution-connection options))
+    (dolist (set-form
+             (list `(setq ,@(cl-loop for (sym . value) in options
+                                     append (list sym (list 'quote value))))
+                   `(custom-set-variables
+                     ,@(cl-loop for (sym . value) in options
+                                collect (list 'quote (list sym (list 'quote value)))))))
+      (should (equal (mevedel-execution-settings-test--run set-form options)
+                     options)))))
+
+(provide 'mevedel-execution-settings-test)
+;;; mevedel-execution-settings-test.el ends here
