@@ -55,6 +55,10 @@ test-elisp: setup
 	$(GO) build -tags strict -ldflags "$(LDFLAGS)" -o bin/mevedel-exec-strict ./cmd/mevedel-exec
 	eask compile --strict
 	rm -f elisp/*.elc
+	# All files in one Emacs too: a name two files define differently
+	# (a class and an option) shows only there.
+	emacs -Q --batch -L elisp --eval '(setq byte-compile-error-on-warn t)' -f batch-byte-compile elisp/*.el
+	rm -f elisp/*.elc
 	MEVEDEL_EXEC_PROGRAM=$(CURDIR)/bin/mevedel-exec-strict eask test ert test/elisp/*-test.el
 
 bench: build
