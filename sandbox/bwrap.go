@@ -56,7 +56,12 @@ const shieldCheck = `trap "exit 0" TERM; kill -TERM $$; exit 1`
 // every capability (remount, umount, raw devices). Dropping them keeps
 // the command's uid, so what it writes in a writable root is owned as
 // outside; mapping root to another uid in a user namespace would not.
-var boxBase = []string{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--cap-drop", "ALL"}
+//
+// Pid 1 of the box is bwrap itself (it reaps and ends the box), not the
+// command: its /proc entry is masked with an empty read-only tmpfs, so
+// the command's parent is no window either (its environment, its root).
+var boxBase = []string{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--cap-drop", "ALL",
+	"--tmpfs", "/proc/1", "--remount-ro", "/proc/1"}
 
 // BaseArgs returns the options every box starts with (for the benchmark's
 // floor: bwrap with them, running true).

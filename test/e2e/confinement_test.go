@@ -232,6 +232,7 @@ echo key=[$(cat %[1]s/.ssh/id_box)]
 echo x > /proc/%[2]d/root%[3]s/through; echo through=$?
 echo environ=[$(tr '\0' '\n' < /proc/%[2]d/environ)]
 echo outsider=$(test -e /proc/%[2]d && echo visible || echo absent)
+cat /proc/$PPID/environ > /dev/null; echo parentenv=$?
 echo procs=$(ls -d /proc/[0-9]* | wc -l)
 echo daemondir=[$(ls -A %[4]s)]
 echo shm=[$(ls -A /dev/shm)]
@@ -251,7 +252,7 @@ echo blockdevs=$(find /dev -type b | wc -l)
 		}
 	}
 	want("CapEff:0000000000000000")
-	for _, failed := range []string{"remount", "umount", "through"} {
+	for _, failed := range []string{"remount", "umount", "through", "parentenv"} {
 		if strings.Contains(out, failed+"=0\n") {
 			t.Errorf("%s succeeded inside the box:\n%s", failed, out)
 		}
