@@ -47,6 +47,7 @@ type confinement struct {
 	res      sandbox.Resources      // immutable
 	scratch  string                 // immutable once registered
 	stateDir string                 // immutable
+	locked   []string               // immutable; the control paths the box locks
 	// remote: the command runs on an SSH host, whose agent builds the
 	// box (policy, as the host applies it, when hostBox) and the group.
 	remote  bool // immutable
@@ -85,7 +86,8 @@ func (s *Session) confinement(p StartParams) (*confinement, error) {
 		c.resFacts = &sandbox.ResourceFacts{Resources: res}
 	}
 	home := envlist.Value(os.Environ(), "HOME")
-	applied, err := pol.Resolve(sandbox.Where{Home: home, StateDir: s.stateDir.Root, Control: s.m.controlPaths(home)})
+	control := s.m.controlPaths(home)
+	applied, err := pol.Resolve(sandbox.Where{Home: home, StateDir: s.stateDir.Root, Control: control})
 	if err != nil {
 		return nil, fault.New(fault.InvalidParams, "%v", err)
 	}
@@ -102,6 +104,7 @@ func (s *Session) confinement(p StartParams) (*confinement, error) {
 		return c, nil
 	}
 	c.policy, c.backend = applied, probe
+	c.locked = sandbox.Locked(applied, control)
 	c.facts = &sandbox.Facts{Backend: sandbox.BackendBubblewrap, Network: applied.Network, Policy: &applied}
 	return c, nil
 }
@@ -114,7 +117,7 @@ func (c *confinement) open(id string, spec *process.Spec) error {
 		return nil // the host agent builds both
 	}
 	if c.backend.Path != "" {
-		box, err := sandbox.NewBox(c.backend, c.policy, c.scratch, c.stateDir)
+		box, err := sandbox.NewBox(c.backend, c.policy, c.scratch, c.stateDir, c.locked)
 		if err != nil {
 			return err
 		}

@@ -161,8 +161,11 @@ const emptyFile = "sandbox-empty"
 
 // NewBox builds the confinement of applied (a resolved policy) for the
 // probed bwrap; scratch, when set, stays writable whatever covers it.
-// stateDir holds the empty stand-in file for inaccessible files.
-func NewBox(p Probe, applied Policy, scratch, stateDir string) (*Box, error) {
+// stateDir holds the empty stand-in file for inaccessible files. locked
+// are the helper's control paths among the inaccessible ones (Where's
+// Control): a directory of them is covered by a tmpfs of mode 0000, so
+// the command cannot even list it, unless it holds the scratch directory.
+func NewBox(p Probe, applied Policy, scratch, stateDir string, locked []string) (*Box, error) {
 	b := &Box{bwrap: p.Path, shim: p.Shim, env: p.Env}
 	a := slices.Clone(boxBase)
 	if applied.Network == NetworkDeny {
@@ -199,6 +202,9 @@ func NewBox(p Probe, applied Policy, scratch, stateDir string) (*Box, error) {
 		fi, err := os.Stat(p)
 		switch {
 		case err == nil && fi.IsDir():
+			if slices.Contains(locked, p) && (scratch == "" || !under(scratch, p)) {
+				a = append(a, "--perms", "0000")
+			}
 			a = append(a, "--tmpfs", p)
 			remount = append(remount, p)
 		case err == nil:

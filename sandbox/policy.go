@@ -254,3 +254,18 @@ func underAny(p string, roots []string) bool {
 	}
 	return false
 }
+
+// Locked returns the inaccessible paths of applied that are control
+// paths (as Resolve resolved them), for NewBox to lock.
+func Locked(applied Policy, control []string) []string {
+	var out []string
+	for _, c := range control {
+		if c == "" || !filepath.IsAbs(c) {
+			continue
+		}
+		if r := realPath(c); slices.Contains(applied.InaccessiblePaths, r) {
+			out = appendNew(out, r)
+		}
+	}
+	return out
+}

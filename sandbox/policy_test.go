@@ -116,7 +116,7 @@ func TestBoxMountOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewBox(Probe{Path: "/usr/bin/bwrap"}, a, scratch, state)
+	b, err := NewBox(Probe{Path: "/usr/bin/bwrap"}, a, scratch, state, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,8 +157,8 @@ func TestBoxReleaseRemovesOnlyWhatBwrapMade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b1, _ := NewBox(Probe{Path: "bwrap"}, a, "", root)
-	b2, _ := NewBox(Probe{Path: "bwrap"}, a, "", root)
+	b1, _ := NewBox(Probe{Path: "bwrap"}, a, "", root, nil)
+	b2, _ := NewBox(Probe{Path: "bwrap"}, a, "", root, nil)
 	// What bwrap would make on the host for the mount point.
 	if err := os.MkdirAll(made, 0o700); err != nil {
 		t.Fatal(err)
@@ -177,7 +177,7 @@ func TestBoxReleaseRemovesOnlyWhatBwrapMade(t *testing.T) {
 }
 
 func TestWrapShieldsBwrapFromGroupSignals(t *testing.T) {
-	b, err := NewBox(Probe{Path: "/usr/bin/bwrap", Env: "/usr/bin/env"}, Policy{Mode: Required, Network: NetworkAllow}, "", t.TempDir())
+	b, err := NewBox(Probe{Path: "/usr/bin/bwrap", Env: "/usr/bin/env"}, Policy{Mode: Required, Network: NetworkAllow}, "", t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestWrapShieldsBwrapFromGroupSignals(t *testing.T) {
 }
 
 func TestWrapThroughTheShimRunsThePathAsGiven(t *testing.T) {
-	b, err := NewBox(Probe{Path: "/usr/bin/bwrap", Shim: "/proc/self/fd/200", Env: "/usr/bin/env"}, Policy{Mode: Required, Network: NetworkAllow}, "", t.TempDir())
+	b, err := NewBox(Probe{Path: "/usr/bin/bwrap", Shim: "/proc/self/fd/200", Env: "/usr/bin/env"}, Policy{Mode: Required, Network: NetworkAllow}, "", t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

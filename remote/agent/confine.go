@@ -49,7 +49,7 @@ func (h *host) confinement(p *sandbox.Policy) Confinement {
 	}
 	// The agents' directory, and where a daemon of the host's own user
 	// keeps its socket: a box on the host reaches no helper either.
-	applied, err := p.Resolve(sandbox.Where{Home: h.home, StateDir: h.own, Control: sandbox.ControlDirs(h.home, os.Getenv("XDG_RUNTIME_DIR"))})
+	applied, err := p.Resolve(sandbox.Where{Home: h.home, StateDir: h.own, Control: h.control()})
 	if err != nil {
 		return Confinement{Invalid: err.Error()}
 	}
@@ -74,7 +74,7 @@ func (h *host) confine(id uint32, s StartSpec, spec *process.Spec, e *hostExec) 
 		if pr.Path == "" {
 			return fmt.Errorf("the command must run confined, but no sandbox backend works on the host (%s); nothing was run", pr.Reason)
 		}
-		box, err := sandbox.NewBox(pr, *s.Sandbox, "", h.exeDir)
+		box, err := sandbox.NewBox(pr, *s.Sandbox, "", h.exeDir, sandbox.Locked(*s.Sandbox, h.control()))
 		if err != nil {
 			return err
 		}
@@ -89,4 +89,14 @@ func (h *host) confine(id uint32, s StartSpec, spec *process.Spec, e *hostExec) 
 		spec.Resources = e.group
 	}
 	return nil
+}
+
+// control is the host's control plane a box hides and locks: where a
+// daemon of the host's user keeps its socket, and the agents' directory.
+func (h *host) control() []string {
+	out := sandbox.ControlDirs(h.home, os.Getenv("XDG_RUNTIME_DIR"))
+	if h.own != "" {
+		out = append(out, h.own)
+	}
+	return out
 }

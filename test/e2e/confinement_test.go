@@ -235,6 +235,7 @@ echo outsider=$(test -e /proc/%[2]d && echo visible || echo absent)
 cat /proc/$PPID/environ > /dev/null; echo parentenv=$?
 echo procs=$(ls -d /proc/[0-9]* | wc -l)
 echo daemondir=[$(ls -A %[4]s)]
+ls -A %[4]s > /dev/null; echo lsdaemon=$?
 echo shm=[$(ls -A /dev/shm)]
 echo inbox > %[5]s; echo shmwrite=$?
 echo blockdevs=$(find /dev -type b | wc -l)
@@ -252,7 +253,7 @@ echo blockdevs=$(find /dev -type b | wc -l)
 		}
 	}
 	want("CapEff:0000000000000000")
-	for _, failed := range []string{"remount", "umount", "through", "parentenv"} {
+	for _, failed := range []string{"remount", "umount", "through", "parentenv", "lsdaemon"} {
 		if strings.Contains(out, failed+"=0\n") {
 			t.Errorf("%s succeeded inside the box:\n%s", failed, out)
 		}
