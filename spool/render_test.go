@@ -152,7 +152,6 @@ func TestRenderLarge(t *testing.T) {
 }
 
 func TestRenderBoundedMemory(t *testing.T) {
-	t.Parallel()
 	s := newSpool(t, 0)
 	chunk := bytes.Repeat([]byte("0123456789abcdef"), 1<<12) // 64 KiB
 	for range 128 {                                          // 8 MiB
