@@ -29,7 +29,7 @@ run-cli: build
 
 # The Go suite and the Elisp suite run side by side: the ERT suite mostly
 # waits on its helper, so it costs the Go suite little.
-test: setup
+test:
 	@$(MAKE) --no-print-directory -j2 --output-sync=target test-go test-elisp
 
 test-go: setup lint-go
@@ -42,10 +42,10 @@ lint-go:
 
 # The inner loop: gofmt, vet, the unit tests of every package but the end
 # to end one, and the ERT suite (against the real helper).
-check: setup
+check:
 	@$(MAKE) --no-print-directory -j2 --output-sync=target test-units test-elisp
 
-test-units: lint-go
+test-units: setup lint-go
 	$(GO) test -race -count=1 -parallel 4 $$($(GO) list ./... | grep -v /test/e2e$$)
 
 # Byte-compiling must give no warning at all (--strict); the ERT suite runs

@@ -240,6 +240,7 @@ func (s *Server) prepare(req *jsonrpc2.Request, r *reply, p any, auth *Authority
 			err = fault.New(fault.NotFound, "session %q is not open on this connection: session/open it first (role observer to watch it)", *sid)
 		case RoleObserver:
 			c.User = true // an observer is the person at another client
+			err = observerMay(req.Method, *sid, auth.As)
 		}
 	}
 	if err != nil {
@@ -257,31 +258,23 @@ func (s *Server) prepareSession(req *jsonrpc2.Request, r *reply, p any, sid *str
 	return sess, ok
 }
 
-// prepareAgent is prepareSession for what only the session's agent client
-// may do: take deliveries (mailbox/ack) and speak for the model's owners
-// (owner/*). An observer (a panel, the command line) that could would
-// swallow results its agent never gets.
-func (s *Server) prepareAgent(req *jsonrpc2.Request, r *reply, p any, sid *string) (*execution.Session, bool) {
-	sess, ok := s.prepareSession(req, r, p, sid)
-	if ok && s.roleIn(r.p, *sid) == RoleObserver {
-		r.fail(observerRefused(req.Method, *sid))
-		return nil, false
-	}
-	return sess, ok
+// agentOnly are what a daemon's observer (a panel, the command line) may
+// not do: take the agent's deliveries or speak for the model's owners,
+// which would swallow results the agent never gets. A start or monitor
+// (true) is allowed as the person, with as: "user".
+var agentOnly = map[string]bool{
+	MethodMailboxAck: false, MethodOwnerRetire: false, MethodOwnerAttend: false, MethodOwnerState: false,
+	MethodExecStart: true, MethodMonitorStart: true,
 }
 
-// prepareOwned is prepare for a start: an observer starts only as the
-// person (as: "user"), never as one of the model's owners, whose results
-// go to the agent client.
-func (s *Server) prepareOwned(req *jsonrpc2.Request, r *reply, p any, auth *Authority, sid *string) (execution.Caller, *execution.Session, bool) {
-	c, sess, ok := s.prepare(req, r, p, auth, sid)
-	if ok && auth.As != "user" && s.roleIn(r.p, *sid) == RoleObserver {
-		r.fail(fault.New(fault.NotFound, "%s as a model owner is not allowed for role observer in session %q: an observer starts only with as \"user\"; a model owner's start belongs to the session's agent client", req.Method, *sid))
-		return c, nil, false
+// observerMay refuses what agentOnly reserves for the agent client.
+func observerMay(method, sid, as string) error {
+	asUser, reserved := agentOnly[method]
+	switch {
+	case !reserved, asUser && as == "user":
+		return nil
+	case asUser:
+		return fault.New(fault.NotFound, "%s as a model owner is not allowed for role observer in session %q: an observer starts only with as \"user\"; a model owner's start belongs to the session's agent client", method, sid)
 	}
-	return c, sess, ok
-}
-
-func observerRefused(method, sid string) error {
 	return fault.New(fault.NotFound, "%s is not allowed for role observer in session %q: only the session's agent client takes deliveries and speaks for its owners", method, sid)
 }

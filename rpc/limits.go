@@ -128,40 +128,33 @@ func within(what string, n, limit int) error {
 }
 
 // numberBounds words a number that does not fit its field (a timeoutMs
-// of 1e30, a negative count) as a bound, not as Go's unmarshal text; ""
-// for any other decoding error.
+// of 1e30, a fraction, a negative count) as the bound it breaks, not as
+// Go's unmarshal text; "" for any other decoding error.
 func numberBounds(err error) string {
 	var te *json.UnmarshalTypeError
 	if !errors.As(err, &te) || !strings.HasPrefix(te.Value, "number") {
 		return ""
 	}
-	field := te.Field
+	field, num := te.Field, strings.TrimPrefix(te.Value, "number ")
 	if field == "" {
 		field = "a number"
 	}
 	var lo, hi string
-	switch te.Type.Kind() {
-	case reflect.Int64, reflect.Int:
-		lo, hi = fmt.Sprint(math.MinInt64), fmt.Sprint(math.MaxInt64)
-	case reflect.Int32:
-		lo, hi = fmt.Sprint(math.MinInt32), fmt.Sprint(math.MaxInt32)
-	case reflect.Uint64, reflect.Uint:
-		lo, hi = "0", fmt.Sprint(uint64(math.MaxUint64))
-	case reflect.Uint32:
-		lo, hi = "0", fmt.Sprint(math.MaxUint32)
+	switch t := te.Type; t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		lo, hi = strconv.FormatInt(-1<<(t.Bits()-1), 10), strconv.FormatInt(1<<(t.Bits()-1)-1, 10)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		lo, hi = "0", strconv.FormatUint(math.MaxUint64>>(64-t.Bits()), 10)
 	default:
-		return fmt.Sprintf("%s: %s is not a %s", field, te.Value, te.Type)
+		return fmt.Sprintf("%s: %s is not a %s", field, num, te.Type)
 	}
-	num := strings.TrimPrefix(te.Value, "number ")
-	if f, err := strconv.ParseFloat(num, 64); err == nil && f == math.Trunc(f) && math.Abs(f) < 9e18 {
-		// A whole number that fits but was written with a fraction or an
-		// exponent, or one below an unsigned field's 0.
-		if f < 0 && lo == "0" {
-			return fmt.Sprintf("%s: %s is out of range: it must be a whole number from %s to %s", field, num, lo, hi)
-		}
-		return fmt.Sprintf("%s: %s must be written as a whole number (digits only)", field, num)
-	} else if err == nil && f != math.Trunc(f) {
+	f, perr := strconv.ParseFloat(num, 64)
+	switch {
+	case perr == nil && f != math.Trunc(f):
 		return fmt.Sprintf("%s: %s is not a whole number", field, num)
+	case perr == nil && math.Abs(f) < 9e18 && !(f < 0 && lo == "0"):
+		// Whole and in range, but written with an exponent.
+		return fmt.Sprintf("%s: %s must be written as a whole number (digits only)", field, num)
 	}
 	return fmt.Sprintf("%s: %s is out of range: it must be a whole number from %s to %s", field, num, lo, hi)
 }

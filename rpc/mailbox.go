@@ -8,7 +8,7 @@ import (
 
 func (s *Server) monitorStart(req *jsonrpc2.Request, r *reply) {
 	var p MonitorStartParams
-	c, sess, ok := s.prepareOwned(req, r, &p, &p.Authority, &p.SessionID)
+	c, sess, ok := s.prepare(req, r, &p, &p.Authority, &p.SessionID)
 	if !ok {
 		return
 	}
@@ -45,7 +45,7 @@ func (s *Server) monitorList(req *jsonrpc2.Request, r *reply) {
 
 func (s *Server) ownerState(req *jsonrpc2.Request, r *reply) {
 	var p OwnerStateParams
-	sess, ok := s.prepareAgent(req, r, &p, &p.SessionID)
+	sess, ok := s.prepareSession(req, r, &p, &p.SessionID)
 	if !ok {
 		return
 	}
@@ -66,7 +66,7 @@ func (s *Server) ownerState(req *jsonrpc2.Request, r *reply) {
 
 func (s *Server) ownerRetire(req *jsonrpc2.Request, r *reply) {
 	var p OwnerRetireParams
-	sess, ok := s.prepareAgent(req, r, &p, &p.SessionID)
+	sess, ok := s.prepareSession(req, r, &p, &p.SessionID)
 	if !ok {
 		return
 	}
@@ -101,7 +101,7 @@ func (s *Server) ownerRetire(req *jsonrpc2.Request, r *reply) {
 
 func (s *Server) ownerAttend(req *jsonrpc2.Request, r *reply) {
 	var p OwnerAttendParams
-	sess, ok := s.prepareAgent(req, r, &p, &p.SessionID)
+	sess, ok := s.prepareSession(req, r, &p, &p.SessionID)
 	if !ok {
 		return
 	}
@@ -111,7 +111,7 @@ func (s *Server) ownerAttend(req *jsonrpc2.Request, r *reply) {
 
 func (s *Server) mailboxAck(req *jsonrpc2.Request, r *reply) {
 	var p MailboxAckParams
-	sess, ok := s.prepareAgent(req, r, &p, &p.SessionID)
+	sess, ok := s.prepareSession(req, r, &p, &p.SessionID)
 	if !ok {
 		return
 	}

@@ -156,7 +156,7 @@ func (s *Server) sessionClose(req *jsonrpc2.Request, r *reply) {
 
 func (s *Server) execStart(req *jsonrpc2.Request, r *reply) {
 	var p ExecStartParams
-	c, sess, ok := s.prepareOwned(req, r, &p, &p.Authority, &p.SessionID)
+	c, sess, ok := s.prepare(req, r, &p, &p.Authority, &p.SessionID)
 	if !ok {
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -62,10 +63,7 @@ func peerRefusal(c net.Conn) string {
 	if pc.pidfd >= 0 {
 		defer unix.Close(pc.pidfd)
 	}
-	return refusalOf(pc, err, os.Getuid())
-}
-
-func refusalOf(pc peerCred, err error, self int) string {
+	self := os.Getuid()
 	switch {
 	case err != nil:
 		return fmt.Sprintf("cannot tell who connected (%v); only uid %d may use this helper", err, self)
@@ -75,6 +73,9 @@ func refusalOf(pc peerCred, err error, self int) string {
 	return boxedRefusal(pc)
 }
 
+// ownPidNS is this helper's pid namespace, read once.
+var ownPidNS = sync.OnceValues(func() (string, error) { return os.Readlink("/proc/self/ns/pid") })
+
 // boxedRefusal says why a client of the helper's uid runs in a box, or
 // "" when it runs in the helper's own pid namespace.
 func boxedRefusal(pc peerCred) string {
@@ -82,7 +83,7 @@ func boxedRefusal(pc peerCred) string {
 	if pc.pid <= 0 {
 		return "the client's pid is not visible in this helper's pid namespace, so it runs in a box of its own: " + why
 	}
-	mine, err := os.Readlink("/proc/self/ns/pid")
+	mine, err := ownPidNS()
 	if err != nil {
 		return fmt.Sprintf("cannot read this helper's pid namespace (%v), so no client can be told apart from a confined command", err)
 	}

@@ -200,11 +200,16 @@ func NewBox(p Probe, applied Policy, scratch, stateDir string, locked []string) 
 	var empty string
 	for _, p := range byDepth(applied.InaccessiblePaths) {
 		fi, err := os.Stat(p)
-		switch {
-		case err == nil && fi.IsDir():
+		// A control path's tmpfs cannot even be listed, whether it
+		// exists on the host or is only a mount point bwrap makes.
+		lock := func() {
 			if slices.Contains(locked, p) && (scratch == "" || !under(scratch, p)) {
 				a = append(a, "--perms", "0000")
 			}
+		}
+		switch {
+		case err == nil && fi.IsDir():
+			lock()
 			a = append(a, "--tmpfs", p)
 			remount = append(remount, p)
 		case err == nil:
@@ -216,6 +221,7 @@ func NewBox(p Probe, applied Policy, scratch, stateDir string, locked []string) 
 			}
 			a = append(a, "--ro-bind", empty, p)
 		case creatable(p):
+			lock()
 			a = append(a, "--tmpfs", p)
 			remount = append(remount, p)
 			b.made = append(b.made, madePath{p, missingTop(p)})

@@ -21,18 +21,16 @@ import (
 // a /dev/shm of its own, and no socket of ours to reach: the daemon's
 // directory hidden, and a helper whose socket it can reach refuses it.
 
-// boxPlace is where the box is tried: its helper and session, the
-// command's home there, the uid its commands run as, and a directory of
-// that uid for the test's files.
+// boxPlace is where the box is tried: its helper, session and home (in
+// w), the uid its commands run as, and a directory of that uid for the
+// test's files.
 type boxPlace struct {
-	w    where
-	home string
-	uid  int
-	dir  string
-	// listen is the --listen socket of another helper of the same uid,
-	// which the box can reach, or "".
-	listen       string
-	listenStderr *testsupport.Buffer
+	w   where
+	uid int
+	dir string
+	// listen is another helper of the same uid serving a socket the box
+	// can reach, or nil.
+	listen *listener
 }
 
 func TestSandboxBoxHasNoPowersAsRoot(t *testing.T) {
@@ -40,9 +38,8 @@ func TestSandboxBoxHasNoPowersAsRoot(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Fatal("this test is about a helper running as root")
 	}
-	w := here(t)
-	p := boxPlace{w: w, home: w.h.home, uid: 0, dir: t.TempDir()}
-	p.listen, p.listenStderr = listenHelper(t, p.dir, 0)
+	p := boxPlace{w: here(t), uid: 0, dir: t.TempDir()}
+	p.listen = startListenerAs(t, t.TempDir(), helperBin, nil)
 	boxHasNoPowers(t, p)
 }
 
@@ -50,26 +47,18 @@ func TestSandboxBoxHasNoPowersAsAUser(t *testing.T) {
 	t.Parallel()
 	const uid = 65534
 	p := boxPlace{uid: uid, dir: ownedDir(t, uid)}
-	p.w = hereAs(t, uid, p.dir)
-	p.home = p.w.h.home
-	p.listen, p.listenStderr = listenHelper(t, p.dir, uid)
+	bin := reachable(t, helperBin)
+	cred := &syscall.Credential{Uid: uid, Gid: uid}
+	p.w = hereAs(t, bin, cred, p.dir)
+	home := filepath.Join(p.dir, "listener")
+	mkdirOwned(t, p.dir, home, uid)
+	p.listen = startListenerAs(t, home, bin, cred)
 	boxHasNoPowers(t, p)
 }
 
 func TestRemoteSandboxBoxHasNoPowers(t *testing.T) {
 	t.Parallel()
-	w := onHost(t)
-	boxHasNoPowers(t, boxPlace{w: w, home: hostHomeOf(t, w), uid: os.Getuid(), dir: t.TempDir()})
-}
-
-// hostHomeOf is the home of the host behind w's session: the sshd's.
-func hostHomeOf(t *testing.T, w where) string {
-	t.Helper()
-	o := w.s.mustStart(`printf %s "$HOME"`, map[string]any{"cwd": w.dir("/")})
-	if o.Output == "" {
-		t.Fatalf("no home on the host: %+v", o)
-	}
-	return o.Output
+	boxHasNoPowers(t, boxPlace{w: onHost(t), uid: os.Getuid(), dir: t.TempDir()})
 }
 
 // ownedDir is a fresh directory of uid that uid can reach.
@@ -107,52 +96,17 @@ func mkdirOwned(t *testing.T, base, dir string, uid int) {
 	}
 }
 
-// hereAs is this machine with a helper running as uid (not root), its
+// hereAs is this machine with a helper (bin) running as cred's user, its
 // home and session in dir.
-func hereAs(t *testing.T, uid int, dir string) where {
+func hereAs(t *testing.T, bin string, cred *syscall.Credential, dir string) where {
 	t.Helper()
-	bin := reachable(t, helperBin)
 	home := filepath.Join(dir, "home")
-	mkdirOwned(t, dir, home, uid)
+	mkdirOwned(t, dir, home, int(cred.Uid))
 	h := startHelper(t, func(o *client.Options, _ string) {
-		o.Bin = bin
-		o.Env = baseEnv(home)
-		o.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}
+		o.Bin, o.Env, o.Credential = bin, baseEnv(home), cred
 	})
 	h.home = home
-	return where{h: h, s: h.openAt(filepath.Join(dir, "state"), nil), dir: func(d string) string { return d }, wantBubblewrap: wantBubblewrap}
-}
-
-// listenHelper starts `serve --listen` as uid, a helper whose socket a
-// box of another helper can reach, and returns the socket and its log.
-func listenHelper(t *testing.T, dir string, uid int) (string, *testsupport.Buffer) {
-	t.Helper()
-	sock := filepath.Join(dir, "listen.sock")
-	bin := helperBin
-	if uid != os.Getuid() {
-		bin = reachable(t, helperBin)
-	}
-	cmd := exec.Command(bin, "serve", "--listen", sock)
-	cmd.Env = baseEnv(dir)
-	stderr := &testsupport.Buffer{}
-	cmd.Stderr = stderr
-	if uid != os.Getuid() {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	if !testsupport.Poll(waitBound, func() bool {
-		fi, err := os.Stat(sock)
-		return err == nil && fi.Mode()&os.ModeSocket != 0
-	}) {
-		t.Fatalf("no socket at %s: %s", sock, stderr)
-	}
-	return sock, stderr
+	return where{h: h, s: h.openAt(filepath.Join(dir, "state"), nil), home: home, dir: func(d string) string { return d }, wantBubblewrap: wantBubblewrap}
 }
 
 // boxHasNoPowers tries every way out of a required box at p.
@@ -161,9 +115,9 @@ func boxHasNoPowers(t *testing.T, p boxPlace) {
 	mkdirOwned(t, p.dir, work, p.uid)
 	mkdirOwned(t, p.dir, outside, p.uid)
 	// A hidden key, to be unmounted into view.
-	ssh := filepath.Join(p.home, ".ssh")
+	ssh := filepath.Join(p.w.home, ".ssh")
 	if _, err := os.Stat(ssh); os.IsNotExist(err) {
-		mkdirOwned(t, p.home, ssh, p.uid)
+		mkdirOwned(t, p.w.home, ssh, p.uid)
 	}
 	if err := os.WriteFile(filepath.Join(ssh, "id_box"), []byte("PRIVATE-KEY\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -171,8 +125,8 @@ func boxHasNoPowers(t *testing.T, p boxPlace) {
 	chown(t, filepath.Join(ssh, "id_box"), p.uid)
 	// A daemon's socket where a daemon of this user keeps it: a listener
 	// of this test, which counts who reaches it.
-	daemonDir := filepath.Join(p.home, ".cache", "mevedel-exec")
-	mkdirOwned(t, p.home, daemonDir, p.uid)
+	daemonDir := filepath.Join(p.w.home, ".cache", "mevedel-exec")
+	mkdirOwned(t, p.w.home, daemonDir, p.uid)
 	sock := filepath.Join(daemonDir, "daemon.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
@@ -239,9 +193,12 @@ ls -A %[4]s > /dev/null; echo lsdaemon=$?
 echo shm=[$(ls -A /dev/shm)]
 echo inbox > %[5]s; echo shmwrite=$?
 echo blockdevs=$(find /dev -type b | wc -l)
-`, p.home, outsider.Process.Pid, outside, daemonDir, boxedShm) + dial("daemon", sock)
-	if p.listen != "" {
-		script += dial("listen", p.listen)
+`, p.w.home, outsider.Process.Pid, outside, daemonDir, boxedShm) + dial("daemon", sock)
+	if p.listen != nil {
+		if !testsupport.Poll(waitBound, func() bool { _, err := os.Stat(p.listen.sock); return err == nil }) {
+			t.Fatalf("the --listen helper never listened: %s", p.listen.stderr)
+		}
+		script += dial("listen", p.listen.sock)
 	}
 	o := p.w.s.mustStart(script, map[string]any{"cwd": p.w.dir(work), "sandbox": confined(p.w.dir(work)), "timeoutMs": 20000})
 	p.w.wantBubblewrap(t, o.Facts)
@@ -288,12 +245,12 @@ echo blockdevs=$(find /dev -type b | wc -l)
 	}
 	// Another helper's socket, which the box can reach, refuses it and
 	// says why.
-	if p.listen != "" {
+	if p.listen != nil {
 		if !strings.Contains(out, "listen=[initialize:") || !strings.Contains(out, "pid namespace") {
 			t.Errorf("the --listen helper did not refuse the box for running in one:\n%s", out)
 		}
-		if !strings.Contains(p.listenStderr.String(), "refusing a client") {
-			t.Errorf("no refusal in the --listen helper's log:\n%s", p.listenStderr)
+		if !strings.Contains(p.listen.stderr.String(), "refusing a client") {
+			t.Errorf("no refusal in the --listen helper's log:\n%s", p.listen.stderr)
 		}
 	}
 }

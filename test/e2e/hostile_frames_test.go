@@ -20,18 +20,29 @@ import (
 // startListenerWith is startListener with extra serve flags.
 func startListenerWith(t *testing.T, flags ...string) *listener {
 	t.Helper()
-	home := t.TempDir()
+	return startListenerAs(t, t.TempDir(), helperBin, nil, flags...)
+}
+
+// startListenerAs starts bin as `serve --listen` in home, as cred's user
+// when cred is set. Its shutdown is a SIGTERM when the test's own client
+// is not its user's (the helper refuses it).
+func startListenerAs(t *testing.T, home, bin string, cred *syscall.Credential, flags ...string) *listener {
+	t.Helper()
 	l := &listener{t: t, home: home, sock: filepath.Join(home, "helper.sock"), stderr: &testsupport.Buffer{}}
 	args := append([]string{"serve", "--listen", l.sock, "--linger", "30s"}, flags...)
-	child, err := client.Spawn(client.Options{Bin: helperBin, Args: args, Env: baseEnv(home), Stderr: l.stderr})
+	child, err := client.Spawn(client.Options{Bin: bin, Args: args, Env: baseEnv(home), Stderr: l.stderr, Credential: cred})
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.child = child
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
-		if c, err := client.Dial(ctx, l.sock, nil); err == nil {
-			_ = c.Shutdown(waitBound)
+		c, err := client.Dial(ctx, l.sock, nil)
+		if err == nil {
+			err = c.Shutdown(waitBound)
+		}
+		if err != nil {
+			_ = syscall.Kill(child.Pid(), syscall.SIGTERM)
 		}
 		cancel()
 		if err := child.Wait(waitBound); err != nil {

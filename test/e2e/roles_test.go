@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/mevedel/mevedel-exec/execution"
-	"github.com/mevedel/mevedel-exec/internal/client"
 )
 
 // An observer (a panel, the command line, a ps-like tool) reads
@@ -76,7 +75,7 @@ func TestDaemonObserverCannotTakeTheAgentsResults(t *testing.T) {
 // Off a daemon the one client is the agent: role observer changes nothing.
 func TestObserverRoleOffADaemonIsTheAgent(t *testing.T) {
 	t.Parallel()
-	h := startHelper(t, func(*client.Options, string) {})
+	h := startHelper(t)
 	id := "solo"
 	h.mustCall("session/open", map[string]any{"sessionId": id, "stateDir": filepath.Join(t.TempDir(), "s"), "role": "observer"}, nil)
 	h.mustCall("owner/state", map[string]any{"sessionId": id, "state": "busy"}, nil)

@@ -284,7 +284,7 @@ func onHost(t *testing.T) where {
 	srv := sshd.Start(t)
 	h := agentHelper(t, srv)
 	s, _ := openRemote(h)
-	return where{h: h, s: s, dir: func(d string) string { return tramp(srv, d) }, wantBubblewrap: wantHostBubblewrap,
+	return where{h: h, s: s, home: srv.HostHome, dir: func(d string) string { return tramp(srv, d) }, wantBubblewrap: wantHostBubblewrap,
 		wantGroupsGone: func(t *testing.T) {
 			t.Helper()
 			// The agent removes its groups before the execution settles.

@@ -38,6 +38,8 @@ func wantBubblewrap(t *testing.T, f execution.Facts) {
 type where struct {
 	h *helper
 	s *session
+	// home is the home of the commands there.
+	home string
 	// dir names a local directory as a start's cwd there.
 	dir func(string) string
 	// wantBubblewrap checks that bubblewrap confined the command there.
@@ -49,7 +51,7 @@ type where struct {
 // here is this machine, with a fresh helper and session.
 func here(t *testing.T) where {
 	h := startHelper(t)
-	return where{h: h, s: h.open(nil), dir: func(d string) string { return d }, wantBubblewrap: wantBubblewrap,
+	return where{h: h, s: h.open(nil), home: h.home, dir: func(d string) string { return d }, wantBubblewrap: wantBubblewrap,
 		wantGroupsGone: func(t *testing.T) {
 			t.Helper()
 			if left := groupsLeft(t, h); len(left) > 0 {

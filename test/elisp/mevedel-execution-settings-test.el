@@ -26,25 +26,21 @@
   "Every file of the package, as a feature.")
 
 (defun mevedel-execution-settings-test--other (type default)
-  "A value of custom TYPE that is not DEFAULT, or nil when none is known."
+  "A list of one value of custom TYPE other than DEFAULT, or nil if none."
   (pcase type
-    ('boolean (not default))
-    ((or 'natnum 'integer 'number) (+ (if (numberp default) default 0) 7))
-    ((or 'string 'file) "mevedel-settings-test")
-    ('directory "/tmp/mevedel-settings-test/")
-    (`(repeat string) '("mevedel" "settings"))
+    ('boolean (list (not default)))
+    ((or 'natnum 'integer 'number) (list (+ (if (numberp default) default 0) 7)))
+    ((or 'string 'file) (list "mevedel-settings-test"))
+    ('directory (list "/tmp/mevedel-settings-test/"))
+    (`(repeat string) (list '("mevedel" "settings")))
     (`(choice . ,alternatives)
-     (or (cl-loop for alt in alternatives
-                  for value = (pcase alt
-                                (`(const . ,rest) (car (last rest)))
-                                (_ :none))
-                  unless (or (eq value :none) (equal value default))
-                  return (list value))
-         (cl-loop for alt in alternatives
-                  for value = (and (not (eq (car-safe alt) 'const))
-                                   (mevedel-execution-settings-test--other
-                                    alt default))
-                  when value return (list value))))))
+     (cl-loop for alt in alternatives
+              for other = (pcase alt
+                            (`(const . ,rest)
+                             (let ((value (car (last rest))))
+                               (unless (equal value default) (list value))))
+                            (_ (mevedel-execution-settings-test--other alt default)))
+              when other return other))))
 
 (defun mevedel-execution-settings-test--options ()
   "Every option of the package with a value other than its default."
@@ -53,14 +49,11 @@
      (lambda (sym)
        (when (and (get sym 'custom-type)
                   (string-prefix-p "mevedel-execution" (symbol-name sym)))
-         (let* ((default (eval (car (get sym 'standard-value)) t))
-                (type (get sym 'custom-type))
-                (value (mevedel-execution-settings-test--other type default)))
-           ;; A choice answers a list, so a nil value can be told apart.
-           (when (eq (car-safe type) 'choice)
-             (setq value (car value)))
-           (should-not (equal value default))
-           (push (cons sym value) out)))))
+         (let ((other (mevedel-execution-settings-test--other
+                       (get sym 'custom-type)
+                       (eval (car (get sym 'standard-value)) t))))
+           (should other)
+           (push (cons sym (car other)) out)))))
     (sort out (lambda (a b) (string< (car a) (car b))))))
 
 (defun mevedel-execution-settings-test--run (set-form options)
