@@ -10,6 +10,7 @@ import (
 )
 
 func TestResolveAppliesSSHConfig(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	got, err := p.Resolve(Target{Host: sshd.Alias, Path: "/srv"})
@@ -43,6 +44,7 @@ func TestResolveAppliesSSHConfig(t *testing.T) {
 }
 
 func TestResolveExpandsTokens(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
 		t.Fatal(err)

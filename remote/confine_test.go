@@ -15,6 +15,7 @@ import (
 // all: where the host's commands go through the wrapper (a test binary
 // deploys no agent), the start fails and nothing ran on the host.
 func TestConfinedStartNeverFallsBackToTheWrapper(t *testing.T) {
+	t.Parallel()
 	srv := sshd.Start(t)
 	p := newPool(t, srv)
 	dir := t.TempDir()

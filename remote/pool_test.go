@@ -20,6 +20,7 @@ import (
 )
 
 func TestUnknownHostKeyIsRefused(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	for _, setup := range []struct {
 		name string
@@ -52,6 +53,7 @@ func TestUnknownHostKeyIsRefused(t *testing.T) {
 }
 
 func TestChangedHostKeyIsRefused(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	pub, _, _ := ed25519.GenerateKey(nil)
 	other, _ := ssh.NewPublicKey(pub)
@@ -75,6 +77,7 @@ func TestChangedHostKeyIsRefused(t *testing.T) {
 }
 
 func TestUnreachableHostIsUnavailable(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	s.Stop()
@@ -85,6 +88,7 @@ func TestUnreachableHostIsUnavailable(t *testing.T) {
 }
 
 func TestPoolSharesOneConnection(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	for i := 0; i < 10; i++ {
@@ -128,6 +132,7 @@ func TestPoolSharesOneConnection(t *testing.T) {
 // sshd allows 10 sessions a connection; the 11th command gets a sibling
 // connection instead of an error.
 func TestSessionLimitOpensASibling(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	var procs []*Process
@@ -150,6 +155,7 @@ func TestSessionLimitOpensASibling(t *testing.T) {
 }
 
 func TestCloseEndsTheTransport(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	proc, out := start(t, p, process.Spec{Command: "echo started; exec sleep 1000"})
@@ -167,6 +173,7 @@ func TestCloseEndsTheTransport(t *testing.T) {
 }
 
 func TestLoginEnvIsCapturedOncePerConnection(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	env, err := p.LoginEnv(testCtx(t), target(""))
@@ -207,6 +214,7 @@ func TestLoginEnvIsCapturedOncePerConnection(t *testing.T) {
 }
 
 func TestAgentKeysAuthenticate(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	// A home that trusts the server but holds no key.
 	home := t.TempDir()

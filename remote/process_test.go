@@ -17,6 +17,7 @@ import (
 )
 
 func TestEchoAndExitCode(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	proc, out := start(t, p, process.Spec{Command: "echo hello; exit 3"})
@@ -33,6 +34,7 @@ func TestEchoAndExitCode(t *testing.T) {
 }
 
 func TestStderrMergedInOrder(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	proc, out := start(t, p, process.Spec{Command: "echo one; echo two >&2; echo three; echo four >&2"})
@@ -45,6 +47,7 @@ func TestStderrMergedInOrder(t *testing.T) {
 }
 
 func TestEnvAndDirApplied(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	dir := filepath.Join(t.TempDir(), "a dir's $name")
@@ -77,6 +80,7 @@ func TestEnvAndDirApplied(t *testing.T) {
 }
 
 func TestMissingDirFailsTheStart(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	_, err := p.Start(testCtx(t), target(""), process.Spec{Command: "echo never", Dir: "/nonexistent/dir"})
@@ -89,6 +93,7 @@ func TestMissingDirFailsTheStart(t *testing.T) {
 }
 
 func TestIdentityLineMatchesRemoteProc(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	proc, out := start(t, p, process.Spec{Command: "echo ready; exec sleep 1000"})
@@ -116,6 +121,7 @@ func TestIdentityLineMatchesRemoteProc(t *testing.T) {
 }
 
 func TestReadIdentitySkipsLoginNoise(t *testing.T) {
+	t.Parallel()
 	in := "motd line\npartial\x00MEVEDEL-EXEC 12 12 345\r\nafter"
 	br := bufio.NewReader(strings.NewReader(in))
 	line := readIdentity(br)
@@ -136,6 +142,7 @@ func TestReadIdentitySkipsLoginNoise(t *testing.T) {
 }
 
 func TestOutputStreamsBeforeTheEnd(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	fifo := filepath.Join(t.TempDir(), "gate")
@@ -165,6 +172,7 @@ func TestOutputStreamsBeforeTheEnd(t *testing.T) {
 }
 
 func TestTTYInputIsEchoed(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	proc, out := start(t, p, process.Spec{Command: `[ -t 0 ] && echo tty; read -r line; echo "got:$line"`, TTY: true})
@@ -189,6 +197,7 @@ func TestTTYInputIsEchoed(t *testing.T) {
 }
 
 func TestSignalKillsTheTree(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	tag := "MEVEDEL_EXEC_TAG=tree-" + strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -221,7 +230,7 @@ func TestSignalKillsTheTree(t *testing.T) {
 		t.Fatalf("survivors %v", left)
 	}
 	for _, pid := range before {
-		if testsupport.Alive(pid) {
+		if !testsupport.WaitGone(pid, 5*time.Second) {
 			t.Fatalf("process %d survived", pid)
 		}
 	}
@@ -231,6 +240,7 @@ func TestSignalKillsTheTree(t *testing.T) {
 }
 
 func TestInterruptReachesTheGroup(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	// Asynchronous commands of a shell without job control ignore SIGINT:
@@ -252,6 +262,7 @@ func TestInterruptReachesTheGroup(t *testing.T) {
 }
 
 func TestInterruptInTTYMode(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	proc, out := start(t, p, process.Spec{Command: "echo ready; sleep 1000; echo after", TTY: true})
@@ -271,6 +282,7 @@ func TestInterruptInTTYMode(t *testing.T) {
 // A zombie leader counts as dead: its parent (the connection's sshd) is
 // stopped so nobody reaps it, and another pool asks.
 func TestZombieOnlyGroupProbesDead(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	proc, out := start(t, p, process.Spec{Command: "echo ready; exec sleep 1000"})
@@ -316,6 +328,7 @@ func ppid(t *testing.T, pid int) int {
 }
 
 func TestAmbiguousIdentityIsNeverSignalled(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	proc, out := start(t, p, process.Spec{Command: "echo ready; exec sleep 1000"})
@@ -348,6 +361,7 @@ func TestAmbiguousIdentityIsNeverSignalled(t *testing.T) {
 // After the leader is gone, survivors in its group are ours only when they
 // carry the tag.
 func TestSurvivorsNeedTheTag(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	tag := "MEVEDEL_EXEC_TAG=surv-" + strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -387,6 +401,7 @@ func TestSurvivorsNeedTheTag(t *testing.T) {
 }
 
 func TestTransportLossAndReconnect(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	proc, out := start(t, p, process.Spec{Command: "echo started; exec sleep 1000"})
@@ -431,6 +446,7 @@ func TestTransportLossAndReconnect(t *testing.T) {
 }
 
 func TestKeepaliveDropsASilentConnection(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := NewPool(Config{Home: s.Home, KeepAlive: 100 * time.Millisecond})
 	t.Cleanup(func() { p.Close() })
@@ -456,6 +472,7 @@ func TestKeepaliveDropsASilentConnection(t *testing.T) {
 }
 
 func TestCloseOutputUnblocksTheReader(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	proc, out := start(t, p, process.Spec{Command: "echo started; exec sleep 1000"})

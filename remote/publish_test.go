@@ -14,6 +14,7 @@ import (
 )
 
 func TestPublishAppendsOnlyTheTail(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	root := t.TempDir()
@@ -73,6 +74,7 @@ func TestPublishAppendsOnlyTheTail(t *testing.T) {
 }
 
 func TestPublishRelativeIsUnderTheRemoteHome(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	u, _ := user.Current()

@@ -17,6 +17,7 @@ import (
 // makes its children session leaders, so only this test takes the setsid
 // path).
 func TestWrapperMakesItsOwnGroup(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cmd := exec.Command("/bin/sh", "-c", wrapperCommand(launchSpec{Spec: process.Spec{
 		Command: `printf 'pid=%s\n' "$$"; read -r s </proc/$$/stat; set -- ${s##*) }; echo "pgid=$3"`,
@@ -42,6 +43,7 @@ func TestWrapperMakesItsOwnGroup(t *testing.T) {
 }
 
 func TestWrapperDirectories(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	os.Mkdir(filepath.Join(home, "sub dir"), 0o700)
 	for _, tt := range []struct {

@@ -55,6 +55,7 @@ func waitStandby(t *testing.T, p *Pool) *conn {
 // The second command runs on the standby the first left behind, with its
 // own environment, directory and tag, on a channel opened before it came.
 func TestStandbyRunsTheNextCommand(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	base := []string{"PATH=/usr/bin:/bin", "HOME=" + os.Getenv("HOME"), "KEEP=same", "DROP=gone", "CHANGE=old"}
@@ -93,6 +94,7 @@ func TestStandbyRunsTheNextCommand(t *testing.T) {
 // A standby that went away before its command came costs nothing but the
 // usual start.
 func TestLostStandbyFallsBack(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	proc, _ := start(t, p, process.Spec{Command: "true"})
@@ -112,6 +114,7 @@ func TestLostStandbyFallsBack(t *testing.T) {
 
 // BASH_ENV reaches the command (whose bash reads it) but not the wrapper.
 func TestHostileVariablesSkipTheWrapper(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	dir := t.TempDir()
@@ -140,6 +143,7 @@ func TestHostileVariablesSkipTheWrapper(t *testing.T) {
 }
 
 func TestStandbyDelta(t *testing.T) {
+	t.Parallel()
 	sb := &standby{env: envMap([]string{"A=1", "B=2", "C=3"})}
 	unset, export, ok := sb.delta(launchSpec{Spec: process.Spec{Env: []string{"A=1", "B=x", "D=4", "BASH_ENV=/rc"}, Tag: "T=t"}})
 	if !ok || !slices.Equal(unset, []string{"C"}) || !slices.Equal(export, []string{"B=x", "D=4", "T=t"}) {
@@ -163,6 +167,7 @@ func TestStandbyDelta(t *testing.T) {
 // The verdict settlement needs is made on the host as the leader goes:
 // no probe is sent after the exit.
 func TestAwaitJudgesTheEnd(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	proc, out := start(t, p, process.Spec{Command: "echo done"})
@@ -197,6 +202,7 @@ func TestAwaitJudgesTheEnd(t *testing.T) {
 // each other's round trips; a caller that gives up costs the others
 // nothing.
 func TestControlRequestsArePipelined(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	proc, out := start(t, p, process.Spec{Command: "echo started; exec sleep 1000"})
@@ -233,6 +239,7 @@ func TestControlRequestsArePipelined(t *testing.T) {
 
 // An edit of ~/.ssh/config is seen by the next operation.
 func TestResolveSeesConfigEdits(t *testing.T) {
+	t.Parallel()
 	s := sshd.Start(t)
 	p := newPool(t, s)
 	r, err := p.Resolve(Target{Host: "elsewhere"})
@@ -297,7 +304,9 @@ func TestAwaitFindsLaterEscapees(t *testing.T) {
 			t.Fatal("escapee still alive")
 		}
 	}
-	if testsupport.Alive(pid) {
+	// The host's probe stops seeing a killed process once its memory is
+	// gone, a moment before the kernel marks it a zombie: bound that moment.
+	if !testsupport.WaitGone(pid, waitLimit) {
 		t.Fatalf("escapee %d survived", pid)
 	}
 }

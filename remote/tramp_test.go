@@ -7,6 +7,7 @@ import (
 )
 
 func TestParseTRAMP(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		want    Target
@@ -66,6 +67,7 @@ func TestParseTRAMP(t *testing.T) {
 }
 
 func TestTargetString(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		t    Target
 		want string

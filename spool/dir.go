@@ -26,6 +26,9 @@ type Dir struct {
 	// beforeVerify, when set (tests only), runs on the temporary compressed
 	// file after it is written and before it is verified.
 	beforeVerify func(tmpPath string) error
+	// blockBytes, when set (tests only), is the size of grepBlocks' blocks
+	// in place of grepChunk: small logs then cross many block boundaries.
+	blockBytes int
 }
 
 // NewDir returns the Dir of stateDir. It records the identities (device

@@ -296,6 +296,9 @@ func (d *Dir) grepBlocks(ctx context.Context, name, addr string, re, block *rege
 	bp := grepBuffers.Get().(*[]byte)
 	defer grepBuffers.Put(bp)
 	buf := *bp
+	if d.blockBytes > 0 {
+		buf = buf[:min(len(buf), d.blockBytes)]
+	}
 	finder := literalFinder{lits: lits, next: make([]int, len(lits))}
 	var out []Match
 	var got bounds

@@ -82,12 +82,15 @@ func TestGrepBlocksAgreesWithLineByLine(t *testing.T) {
 		}
 	}
 	// A long line (under the piece size of both readers) that straddles a
-	// block boundary, and a last line without a newline.
-	b.WriteString(strings.Repeat("y", 900<<10) + " error: tail\nno newline at end error: z")
+	// block boundary, and a last line without a newline. Blocks of 128 KiB
+	// put four boundaries in this log as the 1 MiB ones put one in a log
+	// eight times its size.
+	b.WriteString(strings.Repeat("y", 100<<10) + " error: tail\nno newline at end error: z")
 	if err := os.WriteFile(filepath.Join(dir, "executions", "x.log"), []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	d := NewDir(dir)
+	d.blockBytes = 128 << 10
 	ctx := context.Background()
 	for _, pattern := range []string{`error: (\w+)`, `^cd`, `b\sc`, `FAIL|warning`, `(?i)ERROR`, `z$`, `^$`, `$`, `FAIL|error: `, `cd w|unit ok`, `xx|FAIL`} {
 		re := regexp.MustCompile(pattern)

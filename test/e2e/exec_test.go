@@ -235,7 +235,7 @@ func TestStopKillsTreeWithEscapees(t *testing.T) {
 		t.Fatalf("stop: %+v", final)
 	}
 	for _, p := range append(pids, f.Pid) {
-		if testsupport.Alive(p) {
+		if !testsupport.WaitGone(p, 5*time.Second) {
 			t.Fatalf("process %d survived the stop", p)
 		}
 	}
@@ -272,7 +272,7 @@ func TestLingeringDescendantsCleanedAfterShellExit(t *testing.T) {
 		t.Fatalf("want 2 pids in %q", o.Output)
 	}
 	for _, p := range pids {
-		if testsupport.Alive(p) {
+		if !testsupport.WaitGone(p, 5*time.Second) {
 			t.Fatalf("lingering descendant %d survived the shell's exit", p)
 		}
 	}
@@ -461,7 +461,7 @@ func TestCancelBeforeYieldAborts(t *testing.T) {
 	if !r.o.Final || r.o.Facts.Termination != execution.Aborted || r.o.Facts.Status != execution.StatusStopped {
 		t.Fatalf("cancel before yield: %+v", r.o)
 	}
-	if testsupport.Alive(f.Pid) {
+	if !testsupport.WaitGone(f.Pid, 5*time.Second) {
 		t.Fatalf("aborted command %d still alive", f.Pid)
 	}
 }
@@ -555,7 +555,7 @@ func TestShellExitAtYieldIsForeground(t *testing.T) {
 		t.Fatalf("want a foreground completion, got %+v", o)
 	}
 	b, _ := os.ReadFile(filepath.Join(h.home, "out.txt"))
-	if pids := pidsIn(string(b)); len(pids) != 1 || testsupport.Alive(pids[0]) {
+	if pids := pidsIn(string(b)); len(pids) != 1 || !testsupport.WaitGone(pids[0], 5*time.Second) {
 		t.Fatalf("descendant %v survived", pids)
 	}
 }

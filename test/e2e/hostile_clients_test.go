@@ -108,7 +108,7 @@ func TestClientThatStopsReadingThenDies(t *testing.T) {
 	if code := c.child.ExitCode(); code != 0 {
 		t.Fatalf("exit code %d, want a clean exit:\n%s", code, c.stderr.String())
 	}
-	if testsupport.Alive(o.Facts.Pid) {
+	if !testsupport.WaitGone(o.Facts.Pid, 5*time.Second) {
 		t.Fatal("the command survived the helper")
 	}
 	if got := settledInJournal(t, dir)[o.Facts.ExecutionID]; got != execution.SessionEnded {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"testing"
+	"time"
 
 	"github.com/mevedel/mevedel-exec/execution"
 	"github.com/mevedel/mevedel-exec/internal/testsupport"
@@ -116,7 +117,7 @@ func TestStopEscalatesToKill(t *testing.T) {
 	if f.Termination != execution.Stopped || f.Signal != "SIGKILL" || f.ExitCode != nil {
 		t.Fatalf("want stopped by SIGKILL after the grace, got %+v", f)
 	}
-	if testsupport.Alive(f.Pid) {
+	if !testsupport.WaitGone(f.Pid, 5*time.Second) {
 		t.Fatal("shell survived")
 	}
 }

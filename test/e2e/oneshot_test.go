@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mevedel/mevedel-exec/execution"
 	"github.com/mevedel/mevedel-exec/internal/testsupport"
@@ -128,7 +129,7 @@ func TestTimeoutSurvivesAYield(t *testing.T) {
 		t.Fatalf("pids %v in %q", pids, o.Output+out)
 	}
 	for _, p := range pids {
-		if testsupport.Alive(p) {
+		if !testsupport.WaitGone(p, 5*time.Second) {
 			t.Fatalf("process %d survived the timeout", p)
 		}
 	}

@@ -189,7 +189,7 @@ func TestCorruptHeaderEndsConnectionCleanly(t *testing.T) {
 	if code := c.child.ExitCode(); code != 0 {
 		t.Fatalf("helper exit code %d after a corrupt header, want a clean exit", code)
 	}
-	if testsupport.Alive(o.Facts.Pid) {
+	if !testsupport.WaitGone(o.Facts.Pid, 5*time.Second) {
 		t.Fatal("the running command survived the end of the connection")
 	}
 	if !strings.Contains(c.stderr.String(), "Content-Length") {
@@ -297,7 +297,7 @@ func TestSessionCloseEndsLiveExecutions(t *testing.T) {
 	if p.Facts.Termination != execution.SessionEnded || p.Facts.Status != execution.StatusStopped {
 		t.Fatalf("closed session: %+v", p.Facts)
 	}
-	if testsupport.Alive(o.Facts.Pid) {
+	if !testsupport.WaitGone(o.Facts.Pid, 5*time.Second) {
 		t.Fatal("command survived session close")
 	}
 	h.wantError("exec/observe", map[string]any{"sessionId": s.id, "executionId": o.Facts.ExecutionID}, -32001, "not-found")

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mevedel/mevedel-exec/execution"
 	"github.com/mevedel/mevedel-exec/internal/testsupport"
@@ -160,7 +161,7 @@ func testRemoteLostRunReclaimedOnTheHost(t *testing.T) {
 		t.Fatalf("recovered %+v", r)
 	}
 	for _, p := range pids {
-		if testsupport.Alive(p) {
+		if !testsupport.WaitGone(p, 5*time.Second) {
 			t.Errorf("remote pid %d survived recovery", p)
 		}
 	}

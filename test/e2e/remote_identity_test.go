@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mevedel/mevedel-exec/execution"
 	"github.com/mevedel/mevedel-exec/internal/testsupport"
@@ -142,7 +143,7 @@ func testRemoteTransportLossIsUnknown(t *testing.T) {
 		f.ExitCode != nil || f.Signal != "" || !strings.Contains(f.Reason, "lost") {
 		t.Fatalf("transport loss: %+v", f)
 	}
-	if testsupport.Alive(leader) {
+	if !testsupport.WaitGone(leader, 5*time.Second) {
 		t.Fatalf("the orphaned command %d still runs on the host", leader)
 	}
 
@@ -171,7 +172,7 @@ func testRemoteTransportLossIsUnknown(t *testing.T) {
 	if f := final.Facts; !final.Final || f.Termination != execution.Unknown || f.ExitCode != nil || f.Signal != "" {
 		t.Fatalf("transport loss during a stop: %+v", final)
 	}
-	if testsupport.Alive(leader) {
+	if !testsupport.WaitGone(leader, 5*time.Second) {
 		t.Fatalf("the stopped command %d still runs on the host", leader)
 	}
 }

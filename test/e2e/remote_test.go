@@ -286,7 +286,7 @@ func testRemoteLingeringDescendantsCleaned(t *testing.T) {
 		t.Fatalf("want 3 pids in %q", o.Output)
 	}
 	for _, p := range pids {
-		if testsupport.Alive(p) {
+		if !testsupport.WaitGone(p, 5*time.Second) {
 			t.Fatalf("descendant %d survived the shell's exit", p)
 		}
 	}
@@ -326,7 +326,7 @@ func testRemoteStopLeavesNoSurvivor(t *testing.T) {
 	}
 	// Settled means nothing of it runs on the host any more.
 	for _, p := range append(pids, running.Pid) {
-		if testsupport.Alive(p) {
+		if !testsupport.WaitGone(p, 5*time.Second) {
 			t.Fatalf("process %d survived the stop", p)
 		}
 	}
@@ -569,7 +569,7 @@ func testRemoteSSHConfigAlias(t *testing.T) {
 	if _, final := s.waitFinal(o.Facts.ExecutionID, nil); final.Facts.Termination != execution.Unknown {
 		t.Fatalf("after the cut: %+v", final.Facts)
 	}
-	if testsupport.Alive(leader) {
+	if !testsupport.WaitGone(leader, 5*time.Second) {
 		t.Fatalf("the orphaned command %d still runs: the cleanup did not reconnect with the alias's key", leader)
 	}
 }

@@ -204,7 +204,7 @@ func TestKilledHelperRunsAreLostAndReclaimed(t *testing.T) {
 		t.Errorf("queued one: %q", r.Reason)
 	}
 	for _, p := range pids {
-		if testsupport.Alive(p) {
+		if !testsupport.WaitGone(p, 5*time.Second) {
 			t.Errorf("pid %d survived recovery", p)
 		}
 	}

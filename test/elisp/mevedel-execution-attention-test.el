@@ -3,7 +3,7 @@
 ;;; Commentary:
 
 ;; The attention contract through the facade, against the real helper
-;; with the fixtures of mevedel-execution-mailbox-test.el: owed
+;; with the fixtures of mevedel-execution-test-support.el: owed
 ;; results offered again at each turn's end until attended, the two
 ;; phases of a retirement, the `delivered' event, and the sink's memory
 ;; of durable delivery ids across a helper that died.
@@ -18,8 +18,8 @@
 
 (require 'ert)
 (require 'cl-lib)
-(require 'mevedel-execution-mailbox-test
-         (expand-file-name "mevedel-execution-mailbox-test.el"
+(require 'mevedel-execution-test-support
+         (expand-file-name "mevedel-execution-test-support.el"
                            (file-name-directory (or load-file-name buffer-file-name))))
 
 ;;;; Helpers

@@ -15,10 +15,10 @@
 
 (require 'ert)
 (require 'cl-lib)
-(require 'json)
-(require 'mevedel-execution-mailbox-test
-         (expand-file-name "mevedel-execution-mailbox-test.el"
+(require 'mevedel-execution-test-support
+         (expand-file-name "mevedel-execution-test-support.el"
                            (file-name-directory (or load-file-name buffer-file-name))))
+(require 'json)
 
 ;;;; Fake helpers
 

@@ -12,8 +12,8 @@
 
 (require 'ert)
 (require 'cl-lib)
-(require 'mevedel-execution-mailbox-test
-         (expand-file-name "mevedel-execution-mailbox-test.el"
+(require 'mevedel-execution-test-support
+         (expand-file-name "mevedel-execution-test-support.el"
                            (file-name-directory (or load-file-name buffer-file-name))))
 
 (defun mevedel-execution-live-test--kill-helper ()

@@ -4,7 +4,7 @@
 
 ;; The acknowledged mailbox and owner attention, driven through the
 ;; facade against the real helper with the fixture of
-;; mevedel-execution-test.el.  A command ends when the test opens its
+;; mevedel-execution-test-support.el.  A command ends when the test opens its
 ;; gate, a fifo it reads; every other wait is a bounded loop on a
 ;; condition of the helper's state.  Sessions that test resends use
 ;; short `ackTimeoutMs' and `retryMs' limits.
@@ -13,143 +13,9 @@
 
 (require 'ert)
 (require 'cl-lib)
-(require 'mevedel-execution-test
-         (expand-file-name "mevedel-execution-test.el"
+(require 'mevedel-execution-test-support
+         (expand-file-name "mevedel-execution-test-support.el"
                            (file-name-directory (or load-file-name buffer-file-name))))
-
-;;;; Helpers
-
-(defvar mevedel-execution-mailbox-test--gates nil
-  "Directories of the gates made by the running test.")
-
-(defun mevedel-execution-mailbox-test--gate ()
-  "Return a new fifo for a command to wait on."
-  (let* ((dir (make-temp-file "mevedel-ert-gate-" t))
-         (fifo (expand-file-name "gate" dir)))
-    (push dir mevedel-execution-mailbox-test--gates)
-    (unless (eql 0 (call-process "mkfifo" nil nil nil fifo))
-      (ert-fail "mkfifo failed"))
-    fifo))
-
-(defun mevedel-execution-mailbox-test--open (fifo)
-  "Open the gate FIFO: its command reads a line and goes on.
-Opening a fifo waits for its reader; `timeout' bounds that."
-  (unless (eql 0 (call-process "timeout" nil nil nil
-                               (number-to-string mevedel-execution-test--timeout)
-                               "sh" "-c" "echo go > \"$1\"" "sh" fifo))
-    (ert-fail (format "nobody read the gate %s" fifo))))
-
-(defun mevedel-execution-mailbox-test--start-background (session command label &rest args)
-  "Start COMMAND labelled LABEL in SESSION in the background; return its id.
-ARGS are more keywords for `mevedel-execution-start-bash'."
-  (let ((obs (apply #'mevedel-execution-test--start session command
-                    :yield-time-ms 0 :label label args)))
-    (should-not (plist-get obs :error))
-    (should-not (plist-get obs :final))
-    (plist-get (plist-get obs :facts) :execution-id)))
-
-(defun mevedel-execution-mailbox-test--background (session text &optional owner label)
-  "Start in SESSION a command that prints TEXT once its gate opens.
-OWNER defaults to \"/root\"; LABEL names the command.  Return
-\(EXECUTION-ID . GATE)."
-  (let ((gate (mevedel-execution-mailbox-test--gate)))
-    (cons (mevedel-execution-mailbox-test--start-background
-           session (format "read -r _ < %s; echo %s"
-                           (shell-quote-argument gate) (shell-quote-argument text))
-           label :owner owner)
-          gate)))
-
-(defun mevedel-execution-mailbox-test--finish (session text &optional owner)
-  "Run a command printing TEXT in SESSION to its end in the background.
-Return its execution id; its result goes to the mailbox."
-  (let ((started (mevedel-execution-mailbox-test--background session text owner)))
-    (mevedel-execution-mailbox-test--open (cdr started))
-    (car started)))
-
-(defun mevedel-execution-mailbox-test--peek (session id)
-  "Return the current Observation of ID in SESSION, seen by the user.
-The user's view never counts as the model reading the result, so
-it changes nothing about wakes."
-  (mevedel-execution--call
-   (mevedel-execution--ensure session) 'exec/observe
-   (list :sessionId (mevedel-execution-session-id session) :as "user" :executionId id)))
-
-(defun mevedel-execution-mailbox-test--wait-consumed (session id seen)
-  "Wait until the helper made the delivery of ID in SESSION durable.
-SEEN is the recording function of the test.  Return the Observation
-that shows it: final, with no delivery pending and nothing unread."
-  ;; Looking before the delivery is made would take the output from it:
-  ;; any observation of a running command reads what it printed.
-  (mevedel-execution-test--wait-until
-   (lambda () (cl-find id (cdr (funcall seen)) :key #'cl-caddr :test #'equal))
-   (format "the delivery of %s" id))
-  (let (obs)
-    (mevedel-execution-test--wait-until
-     (lambda ()
-       (setq obs (mevedel-execution-mailbox-test--peek session id))
-       (and (plist-get obs :final)
-            (not (plist-get obs :delivery-id))
-            (eql 0 (plist-get (plist-get obs :facts) :unread-bytes))))
-     (format "the delivery of %s to be consumed" id))
-    obs))
-
-(defvar mevedel-execution-mailbox-test--drop nil
-  "Non-nil makes the next durable ack vanish; see the recording helper.")
-
-(defun mevedel-execution-mailbox-test--call-recording (fn)
-  "Call FN with a function returning the acks and deliveries seen so far.
-That function returns (ACKS . DELIVERIES), oldest first: ACKS as
-\(DELIVERY-ID ERROR) for each `mailbox/ack' the facade sent,
-DELIVERIES as (DELIVERY-ID ATTEMPT EXECUTION-ID) for each
-`mailbox/deliver' that reached it.  While `mevedel-execution-mailbox-test--drop' is
-non-nil, the next durable ack is not sent (as if it were lost)."
-  (let* ((acks nil) (deliveries nil)
-        (record-ack (lambda (_conn _session-id delivery-id error)
-                      (push (list delivery-id error) acks)))
-        (drop (lambda (orig conn session-id delivery-id error)
-                (if (and mevedel-execution-mailbox-test--drop (not error))
-                    (setq mevedel-execution-mailbox-test--drop nil)
-                  (funcall orig conn session-id delivery-id error))))
-        (record-delivery (lambda (_conn params)
-                           (push (list (plist-get params :deliveryId)
-                                       (plist-get params :attempt)
-                                       (plist-get (plist-get params :attrs) :executionId))
-                                 deliveries))))
-    (advice-add 'mevedel-execution--send-ack :around drop)
-    (advice-add 'mevedel-execution--send-ack :before record-ack)
-    (advice-add 'mevedel-execution--deliver :before record-delivery)
-    (unwind-protect
-        (funcall fn (lambda () (cons (reverse acks) (reverse deliveries))))
-      (advice-remove 'mevedel-execution--send-ack drop)
-      (advice-remove 'mevedel-execution--send-ack record-ack)
-      (advice-remove 'mevedel-execution--deliver record-delivery)
-      (setq mevedel-execution-mailbox-test--drop nil))))
-
-(defmacro mevedel-execution-mailbox-test--with-helper (limits var seen &rest body)
-  "Run BODY with VAR bound to a session opened with LIMITS.
-SEEN is bound to the function of
-`mevedel-execution-mailbox-test--call-recording'."
-  (declare (indent 3) (debug (form symbolp symbolp body)))
-  `(let ((mevedel-execution-test--limits ,limits)
-         (mevedel-execution-mailbox-test--gates nil))
-     (unwind-protect
-         (mevedel-execution-test--with-helper ,var
-           (mevedel-execution-mailbox-test--call-recording
-            (lambda (,seen) (ignore ,seen) ,@body)))
-       ;; Gone already when made below the fixture's temporary root.
-       (dolist (dir mevedel-execution-mailbox-test--gates)
-         (when (file-directory-p dir)
-           (delete-directory dir t))))))
-
-(defun mevedel-execution-mailbox-test--acks-of (seen delivery-id)
-  "Return the errors of the acks SEEN sent for DELIVERY-ID (nil = durable)."
-  (mapcar #'cadr (cl-remove-if-not (lambda (a) (equal (car a) delivery-id))
-                                   (car (funcall seen)))))
-
-(defun mevedel-execution-mailbox-test--attempts-of (seen delivery-id)
-  "Return the attempts of the deliveries SEEN got for DELIVERY-ID."
-  (mapcar #'cadr (cl-remove-if-not (lambda (d) (equal (car d) delivery-id))
-                                   (cdr (funcall seen)))))
 
 ;;;; Acknowledgement
 
@@ -278,11 +144,6 @@ delivery, and not after its durable ack was lost, which is repeated."
       (should (equal (mevedel-execution-mailbox-test--acks-of seen delivery-id) '(nil nil))))))
 
 ;;;; Owners and wakes
-
-(defun mevedel-execution-mailbox-test--acking-sink (record ack)
-  "A sink that keeps nothing: RECORD is durable at once through ACK."
-  (ignore record)
-  (funcall ack))
 
 (ert-deftest mevedel-execution-mailbox-test-wake-idle-not-busy ()
   "An idle owner is woken for a durable result; a busy one is not,

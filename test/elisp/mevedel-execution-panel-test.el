@@ -3,85 +3,17 @@
 ;;; Commentary:
 
 ;; The background-work panel with its inspector, driven against the
-;; real helper with the fixtures of mevedel-execution-test.el,
-;; mevedel-execution-mailbox-test.el and
-;; mevedel-execution-transcript-test.el.
+;; real helper with the fixtures of mevedel-execution-test-support.el.
 ;; Every wait is a bounded loop on a condition; none sleeps.
 
 ;;; Code:
 
 (require 'ert)
 (require 'cl-lib)
-(require 'mevedel-execution-transcript-test
-         (expand-file-name "mevedel-execution-transcript-test.el"
+(require 'mevedel-execution-test-support
+         (expand-file-name "mevedel-execution-test-support.el"
                            (file-name-directory (or load-file-name buffer-file-name))))
 (require 'mevedel-execution-panel)
-
-;;;; Helpers
-
-(defun mevedel-execution-panel-test--call-with-panel (session fn)
-  "Call FN with the panel buffer of SESSION; kill the buffer after."
-  (let ((buffer (mevedel-execution-panel session)))
-    (unwind-protect
-        (with-current-buffer buffer (funcall fn buffer))
-      (when (buffer-live-p buffer) (kill-buffer buffer)))))
-
-(defmacro mevedel-execution-panel-test--with-panel (session var &rest body)
-  "Run BODY in the panel of SESSION, with VAR bound to its buffer."
-  (declare (indent 2) (debug (form symbolp body)))
-  `(mevedel-execution-panel-test--call-with-panel ,session (lambda (,var) (ignore ,var) ,@body)))
-
-(defun mevedel-execution-panel-test--ids ()
-  "Return the execution ids the current panel shows, in order."
-  (mapcar #'car tabulated-list-entries))
-
-(defun mevedel-execution-panel-test--column (id name)
-  "Return the column NAME of row ID in the current panel."
-  (let ((cols (cadr (assoc id tabulated-list-entries)))
-        (i (cl-position name (mapcar #'car tabulated-list-format) :test #'equal)))
-    (and cols (substring-no-properties (aref cols i)))))
-
-(defun mevedel-execution-panel-test--shown-p (text)
-  "Return non-nil if the current buffer shows TEXT."
-  (save-excursion
-    (goto-char (point-min))
-    (search-forward text nil t)))
-
-(defun mevedel-execution-panel-test--press (key id)
-  "Press KEY on the row of execution ID in the current panel."
-  (goto-char (or (mevedel-execution-panel--row-start id)
-                 (ert-fail (format "no row for %s" id))))
-  (let ((command (key-binding (kbd key))))
-    (should (commandp command))
-    ;; A command that pops to another buffer leaves the panel current.
-    (save-current-buffer (call-interactively command))))
-
-(defun mevedel-execution-panel-test--changed (session-id &rest live)
-  "Dispatch an `exec/changed' after which SESSION-ID has the wire facts LIVE.
-It carries LIVE and, as settled, every other execution the facade
-holds live.  The panel has handled it, as the queue's timer would,
-on return."
-  (let* ((ids (mapcar (lambda (facts) (plist-get facts :executionId)) live))
-         (gone (cl-loop for facts in (mevedel-execution--live-list session-id)
-                        for id = (plist-get facts :execution-id)
-                        unless (member id ids)
-                        collect (list :executionId id :state "settled"))))
-    (mevedel-execution--dispatch-notification
-     mevedel-execution--current 'exec/changed
-     (list :sessionId session-id :changed (vconcat gone live))))
-  (mevedel-execution--drain))
-
-(defun mevedel-execution-panel-test--wait-gone (id what)
-  "Wait until the current panel has no row ID; WHAT names the wait.
-A failure says what the panel and the system knew of the process."
-  (let ((facts (mevedel-execution-panel--facts id)))
-    (condition-case err
-        (mevedel-execution-test--wait-until
-         (lambda () (not (member id (mevedel-execution-panel-test--ids)))) what)
-      (ert-test-failed
-       (let ((pid (plist-get facts :pid)))
-         (ert-fail (list (cadr err) :facts (mevedel-execution-panel--facts id)
-                         :process (and pid (process-attributes pid)))))))))
 
 ;;;; The panel
 
@@ -252,11 +184,6 @@ A failure says what the panel and the system knew of the process."
           (should-not (next-single-property-change 0 'button line)))))))
 
 ;;;; Helper death and recovery
-
-(defun mevedel-execution-panel-test--gone-p (pid)
-  "Return non-nil if PID has exited (a zombie counts as exited)."
-  (let ((attrs (process-attributes pid)))
-    (or (null attrs) (equal (alist-get 'state attrs) "Z"))))
 
 (ert-deftest mevedel-execution-panel-test-helper-death-and-recovery ()
   "A dead helper empties the panel, which says so; g reopens the session,

@@ -15,8 +15,8 @@
 
 (require 'ert)
 (require 'cl-lib)
-(require 'mevedel-execution-panel-test
-         (expand-file-name "mevedel-execution-panel-test.el"
+(require 'mevedel-execution-test-support
+         (expand-file-name "mevedel-execution-test-support.el"
                            (file-name-directory (or load-file-name buffer-file-name))))
 (require 'mevedel-execution-person)
 

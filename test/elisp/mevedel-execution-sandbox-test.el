@@ -11,8 +11,8 @@
 
 (require 'ert)
 (require 'cl-lib)
-(require 'mevedel-execution-test
-         (expand-file-name "mevedel-execution-test.el"
+(require 'mevedel-execution-test-support
+         (expand-file-name "mevedel-execution-test-support.el"
                            (file-name-directory (or load-file-name buffer-file-name))))
 
 (ert-deftest mevedel-execution-sandbox-test-mapping ()

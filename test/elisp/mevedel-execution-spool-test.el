@@ -3,13 +3,13 @@
 ;;; Commentary:
 
 ;; The spool facade against the real helper, with the fixture of
-;; mevedel-execution-test.el.
+;; mevedel-execution-test-support.el.
 
 ;;; Code:
 
 (require 'ert)
-(require 'mevedel-execution-test
-         (expand-file-name "mevedel-execution-test.el"
+(require 'mevedel-execution-test-support
+         (expand-file-name "mevedel-execution-test-support.el"
                            (file-name-directory (or load-file-name buffer-file-name))))
 (require 'mevedel-execution-spool)
 

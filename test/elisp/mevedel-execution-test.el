@@ -11,89 +11,9 @@
 
 (require 'ert)
 (require 'cl-lib)
-
-(defconst mevedel-execution-test--root
-  (file-name-as-directory
-   (expand-file-name "../.." (file-name-directory (or load-file-name buffer-file-name))))
-  "The repository's root.")
-
-(add-to-list 'load-path (expand-file-name "elisp" mevedel-execution-test--root))
-(require 'mevedel-execution)
-
-(defvar mevedel-execution-test--program
-  (or (getenv "MEVEDEL_EXEC_PROGRAM")
-      (expand-file-name "bin/mevedel-exec" mevedel-execution-test--root))
-  "The helper binary under test.")
-
-(defconst mevedel-execution-test--timeout 30
-  "Upper bound of every wait, in seconds.")
-
-(defvar mevedel-execution-test--limits '(:graceMs 500)
-  "Wire limits of the sessions the fixture opens; tests may bind it.")
-
-(defun mevedel-execution-test--call-with-helper (fn)
-  "Call FN with a session on a fresh helper; tear everything down after.
-The helper gets a private HOME, so no user profile runs.  Every
-temporary file the test makes goes below one directory, removed after."
-  (let* ((root (make-temp-file "mevedel-ert-" t))
-         (temporary-file-directory (file-name-as-directory root))
-         (home (make-temp-file "mevedel-ert-home-" t))
-         (state (make-temp-file "mevedel-ert-state-" t))
-         (process-environment (append (list (concat "HOME=" home)) process-environment))
-         (mevedel-execution-program mevedel-execution-test--program)
-         (mevedel-execution-event-functions nil)
-         (mevedel-execution-wake-functions nil)
-         (mevedel-execution-mailbox-delivery-function nil)
-         (default-directory home))
-    (should (file-executable-p mevedel-execution-program))
-    (unwind-protect
-        (funcall fn (mevedel-execution-open-session
-                     (format "ert-%d" (random 1000000)) state mevedel-execution-test--limits))
-      (mevedel-execution-teardown-all)
-      (delete-directory root t))))
-
-(defmacro mevedel-execution-test--with-helper (var &rest body)
-  "Run BODY with VAR bound to a session on a fresh helper."
-  (declare (indent 1) (debug (symbolp body)))
-  `(mevedel-execution-test--call-with-helper (lambda (,var) ,@body)))
-
-(defun mevedel-execution-test--wait-until (pred &optional what)
-  "Process events until PRED returns non-nil; fail after the bound.
-WHAT says what was awaited."
-  (let ((deadline (+ (float-time) mevedel-execution-test--timeout)))
-    (while (and (not (funcall pred)) (< (float-time) deadline))
-      (accept-process-output nil 0.05))
-    (or (funcall pred)
-        (ert-fail (format "timed out waiting for %s" (or what "a condition"))))))
-
-(defun mevedel-execution-test--await (start)
-  "Call START with a callback and return the value it is called with."
-  (let ((box nil))
-    (funcall start (lambda (value) (setq box (list value))))
-    (mevedel-execution-test--wait-until (lambda () box) "a callback")
-    (car box)))
-
-(defun mevedel-execution-test--start (session command &rest args)
-  "Start COMMAND in SESSION with ARGS; return the first Observation."
-  (mevedel-execution-test--await
-   (lambda (cb)
-     (apply #'mevedel-execution-start-bash cb :session session :command command args))))
-
-(defun mevedel-execution-test--final (session owner id)
-  "Poll execution ID of OWNER in SESSION until its final Observation.
-Return (OUTPUT . FINAL-OBSERVATION), OUTPUT being everything read."
-  (let ((output "") final)
-    (while (not final)
-      (let ((obs (mevedel-execution-test--await
-                  (lambda (cb) (mevedel-execution-observe session owner id cb :wait-ms 5000)))))
-        (should-not (plist-get obs :error))
-        (setq output (concat output (plist-get obs :output)))
-        (when (plist-get obs :final) (setq final obs))))
-    (cons output final)))
-
-(defun mevedel-execution-test--facts (obs)
-  "Return the facts of OBS."
-  (plist-get obs :facts))
+(require 'mevedel-execution-test-support
+         (expand-file-name "mevedel-execution-test-support.el"
+                           (file-name-directory (or load-file-name buffer-file-name))))
 
 (ert-deftest mevedel-execution-test-foreground-exit-codes ()
   "A command that ends before its yield gives the final observation."

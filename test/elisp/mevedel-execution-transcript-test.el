@@ -4,8 +4,8 @@
 
 ;; Transcript rendering from literal records, the fold of records into
 ;; rows, and the helper's journal read through the facade, against the
-;; real helper with the fixtures of mevedel-execution-test.el and
-;; mevedel-execution-mailbox-test.el.  The wording is checked against
+;; real helper with the fixtures of
+;; mevedel-execution-test-support.el.  The wording is checked against
 ;; the helper's in mevedel-execution-wire-test.el; the panel's tests are
 ;; in mevedel-execution-panel-test.el.
 ;; Every wait is a bounded loop on a condition; none sleeps.
@@ -14,17 +14,11 @@
 
 (require 'ert)
 (require 'cl-lib)
-(require 'mevedel-execution-mailbox-test
-         (expand-file-name "mevedel-execution-mailbox-test.el"
+(require 'mevedel-execution-test-support
+         (expand-file-name "mevedel-execution-test-support.el"
                            (file-name-directory (or load-file-name buffer-file-name))))
 (require 'mevedel-execution-transcript)
 
-;;;; Helpers
-
-(defun mevedel-execution-transcript-test--face-p (face string &optional pos)
-  "Return non-nil if FACE is among the faces of STRING at POS (default 0)."
-  (let ((f (get-text-property (or pos 0) 'face string)))
-    (memq face (if (listp f) f (list f)))))
 ;;;; Rendering and folding
 
 (ert-deftest mevedel-execution-transcript-test-render-breadcrumb ()

@@ -15,10 +15,10 @@
 
 (require 'ert)
 (require 'cl-lib)
-(require 'json)
-(require 'mevedel-execution-test
-         (expand-file-name "mevedel-execution-test.el"
+(require 'mevedel-execution-test-support
+         (expand-file-name "mevedel-execution-test-support.el"
                            (file-name-directory (or load-file-name buffer-file-name))))
+(require 'json)
 (require 'mevedel-execution-transcript)
 
 (defconst mevedel-execution-wire-test--golden

@@ -25,6 +25,7 @@ const waitBound = 120 * time.Second
 // last output lines under its row; nothing the test started may outlive
 // it. With MEVEDEL_TUI_ARTIFACTS set, the screens are kept there.
 func TestPanelOnScreen(t *testing.T) {
+	t.Parallel()
 	for _, tool := range []string{"tmux", "emacs", "bash"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("this test needs %s on PATH: %v", tool, err)

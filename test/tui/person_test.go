@@ -23,6 +23,7 @@ import (
 // running. Nothing the test started may outlive it. With
 // MEVEDEL_TUI_ARTIFACTS set, the screens are kept there.
 func TestPersonOnScreen(t *testing.T) {
+	t.Parallel()
 	for _, tool := range []string{"tmux", "emacs", "bash", "mkfifo"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("this test needs %s on PATH: %v", tool, err)
