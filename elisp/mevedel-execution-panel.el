@@ -307,6 +307,14 @@ SESSION nil means every session: Emacs is shutting the helper down."
   "Return the execution id of FACTS."
   (plist-get facts :execution-id))
 
+(defun mevedel-execution-panel--short-id (facts)
+  "Return the Id cell of FACTS: the id's sequence number, the full id as its help.
+Every row of a panel shares the rest (the session's part), which
+the inspector (\\<mevedel-execution-panel-mode-map>\\[mevedel-execution-panel-inspect]) shows whole."
+  (let ((id (or (plist-get facts :execution-id) "")))
+    (propertize (if (string-match "-\\([0-9]+\\)\\'" id) (match-string 1 id) id)
+                'help-echo id)))
+
 (defun mevedel-execution-panel--facts (id)
   "Return the facts of the execution ID shown in this panel, live or finished."
   (or (cl-find id mevedel-execution-panel--live
@@ -438,7 +446,7 @@ else the kind itself: \"one-shot\", \"helper\" or \"eval\"."
 
 (defconst mevedel-execution-panel--columns
   ;; Name, preferred width, narrowest width, sort, right-aligned.
-  '(("Id" 17 17 t nil)
+  '(("Id" 6 6 t nil)
     ("Kind" 8 7 t nil)
     ("Owner" 12 6 t nil)
     ("Label" nil 10 t nil)
@@ -455,9 +463,11 @@ else the kind itself: \"one-shot\", \"helper\" or \"eval\"."
 
 (defun mevedel-execution-panel--format (width)
   "Return a `tabulated-list-format' whose columns fit WIDTH columns.
-Columns shrink from their preferred widths, Owner first and Kind
-next, down to their narrowest; then the Id gives way, and Label
-keeps at least six columns."
+Label gets what the others leave, and at least 24 columns while
+the others can shrink to make room: Kind, State, Output, Runtime
+and last Owner, down to their narrowest.  In a narrower window
+every column gives way to a tight floor, and Label keeps at least
+six."
   (let* ((columns mevedel-execution-panel--columns)
          (fixed (cl-remove "Label" columns :key #'car :test #'equal))
          ;; The left padding, a space between columns, and the
@@ -465,8 +475,8 @@ keeps at least six columns."
          (room (- width 2 (length columns) 1))
          (widths (mapcar (lambda (c) (cons (car c) (nth 1 c))) fixed))
          (sum (lambda () (apply #'+ (mapcar #'cdr widths))))
-         (label-min 10))
-    (dolist (name '("Owner" "Kind" "State" "Output" "Runtime"))
+         (label-min 24))
+    (dolist (name '("Kind" "State" "Output" "Runtime" "Owner"))
       (let* ((cell (assoc name widths))
              (floor (nth 2 (assoc name columns)))
              (over (- (+ (funcall sum) label-min) room)))
@@ -476,7 +486,7 @@ keeps at least six columns."
     ;; its start, then every column gives way to a tight floor.
     (when (> (+ (funcall sum) label-min) room)
       (setq label-min 6)
-      (pcase-dolist (`(,name . ,floor) '(("Id" . 6) ("State" . 7) ("Kind" . 4)
+      (pcase-dolist (`(,name . ,floor) '(("State" . 7) ("Kind" . 4)
                                          ("Output" . 6) ("Runtime" . 5) ("Owner" . 4)))
         (let ((cell (assoc name widths))
               (over (- (+ (funcall sum) label-min) room)))
@@ -533,7 +543,7 @@ A finished row shows its status and exit code (or signal)."
                       (mevedel-execution-transcript-one-line (or (plist-get facts :prompt) ""))))
          (label (mevedel-execution-panel--label facts)))
     (list (mevedel-execution-panel--id facts)
-          (vector (funcall dim (mevedel-execution-panel--id facts))
+          (vector (funcall dim (mevedel-execution-panel--short-id facts))
                   (funcall dim (mevedel-execution-panel--kind facts))
                   (funcall dim (or (plist-get facts :owner) mevedel-execution-root-owner))
                   (if (and prompt (not (string-empty-p prompt)))
@@ -649,6 +659,7 @@ fast the log grows, there is no third."
          (lines
           (list
            (funcall join
+                    (funcall item "id" id)
                     (funcall item "state" (or (plist-get facts :state) "?"))
                     ;; A live row has no end yet; these show only if it has.
                     (funcall item "status" (plist-get facts :status))

@@ -119,19 +119,43 @@ Newest first; what was dismissed is not among them."
       (require 'notifications)
       (notifications-notify :title "mevedel-exec" :body text))))
 
+(defvar mevedel-execution-person--kinds (make-hash-table :test #'equal)
+  "What a person ran, per (SESSION-ID . EXECUTION-ID): \"Command\" or \"Compile\".")
+
+(defconst mevedel-execution-person--command-chars 200
+  "The most characters of a command an announcement shows.")
+
+(defconst mevedel-execution-person--label-chars 60
+  "The most characters of a label an announcement shows.")
+
+(defun mevedel-execution-person--what (facts)
+  "Return what the execution of FACTS is and its command, as a person reads it.
+It is the execution's label, or else what the person ran it with
+\(\"Command\", \"Compile\"), then the command as typed, in quotes
+that need no escaping: Compile `make -k'."
+  (let* ((label (mevedel-execution-transcript-clean
+                 (or (plist-get facts :label) "") mevedel-execution-person--label-chars))
+         (kind (gethash (cons (plist-get facts :session-id) (plist-get facts :execution-id))
+                        mevedel-execution-person--kinds))
+         (command (mevedel-execution-transcript-clean
+                   (or (plist-get facts :command) "") mevedel-execution-person--command-chars)))
+    (concat (cond ((not (string-empty-p label)) label)
+                  (kind)
+                  (t "Command"))
+            (if (string-empty-p command) "" (format-message " `%s'" command)))))
+
 (defun mevedel-execution-ending-text (facts)
   "Return the sentence that says how the execution of FACTS ended.
-Build \"make\" failed (exit code 2)."
-  (mevedel-execution-transcript-ended-text
-   "Build" (plist-get facts :label) (plist-get facts :command)
-   (plist-get facts :status) (plist-get facts :exit-code) (plist-get facts :signal)))
+Compile `make -k' failed (exit code 2)."
+  (concat (mevedel-execution-person--what facts) " "
+          (mevedel-execution-transcript-ending-words
+           (plist-get facts :status) (plist-get facts :exit-code) (plist-get facts :signal))))
 
 (defun mevedel-execution-waiting-text (facts)
   "Return the sentence that says the execution of FACTS waits for input.
-Build \"deploy\" is waiting for input: Password:"
+Command `read -p Password: pw' is waiting for input: Password:"
   (let ((prompt (mevedel-execution-transcript-clean (or (plist-get facts :prompt) "") 80)))
-    (concat (mevedel-execution-transcript-named-text
-             "Build" (plist-get facts :label) (plist-get facts :command))
+    (concat (mevedel-execution-person--what facts)
             " is waiting for input"
             (if (string-empty-p prompt) "" (concat ": " prompt)))))
 
@@ -217,9 +241,11 @@ end: it learns it here."
       (with-current-buffer buffer (mevedel-execution-spool-note-facts facts)))
     (mevedel-execution-person--announce-end sid facts)))
 
-(defun mevedel-execution-person--run (command directory tty &optional label)
+(defun mevedel-execution-person--run (command directory tty &optional label kind)
   "Run COMMAND in DIRECTORY for a person; return its output buffer.
-TTY non-nil gives it a terminal.  LABEL names it."
+TTY non-nil gives it a terminal.  LABEL names it.  KIND is what the
+person ran it with, for announcements: \"Command\" (the default)
+or \"Compile\"."
   (let* ((directory (file-name-as-directory (expand-file-name directory)))
          (session (mevedel-execution-person-session directory))
          (sid (mevedel-execution-session-id session))
@@ -242,6 +268,9 @@ TTY non-nil gives it a terminal.  LABEL names it."
          (facts (plist-get obs :facts))
          (id (plist-get facts :execution-id)))
     (puthash (cons sid id) t mevedel-execution-person--started)
+    (when (> (hash-table-count mevedel-execution-person--kinds) 4096)
+      (clrhash mevedel-execution-person--kinds))
+    (puthash (cons sid id) (or kind "Command") mevedel-execution-person--kinds)
     ;; From its end: a command that printed a page already is shown
     ;; where it goes on, as a terminal would.
     (let ((buffer (mevedel-execution-spool-open-output session id t facts)))
@@ -317,7 +346,7 @@ stopped first, after asking.  Return the buffer."
             (mevedel-execution-spool-stop))))
       (kill-buffer old)))
   (setq mevedel-execution-person--last-compile (list command directory tty))
-  (let ((buffer (mevedel-execution-person--run command directory tty)))
+  (let ((buffer (mevedel-execution-person--run command directory tty nil "Compile")))
     (with-current-buffer buffer
       (rename-buffer mevedel-execution-compilation-buffer-name t)
       (setq-local compile-command command)

@@ -255,6 +255,11 @@ STATUS, EXIT-CODE and SIGNAL are worded as in breadcrumbs:
   (concat noun (mevedel-execution-transcript--quoted-name label command)
           " " (mevedel-execution-transcript--ending status exit-code signal)))
 
+(defun mevedel-execution-transcript-ending-words (status exit-code signal)
+  "Return how an execution ended, worded as in breadcrumbs: failed (exit code 2).
+STATUS, EXIT-CODE and SIGNAL are its facts of those names."
+  (mevedel-execution-transcript--ending status exit-code signal))
+
 (defun mevedel-execution-transcript-named-text (noun label command)
   "Return NOUN and the quoted name of LABEL or else COMMAND: Build \"make\"."
   (concat noun (mevedel-execution-transcript--quoted-name label command)))

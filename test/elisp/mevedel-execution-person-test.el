@@ -140,7 +140,7 @@ state and exit in its header, and a message says how it ended."
         (should (string-match-p "printf" header))
         (should (string-match-p "failed (exit 2)" header)))
       (mevedel-execution-test--wait-until
-       (lambda () (cl-find-if (lambda (m) (string-match-p "\\`Build \"printf.*\" failed (exit code 2)\\'" m))
+       (lambda () (cl-find-if (lambda (m) (string-match-p "\\`Command [`‘]printf .*[’'] failed (exit code 2)\\'" m))
                               mevedel-execution-person-test--messages))
        "the message saying it failed")
       ;; next-error visits the error's file, line and column.
@@ -234,7 +234,8 @@ within two pages, and ends with the last line."
        "the build to end")
       (mevedel-execution-test--wait-until
        (lambda () (mevedel-execution-person-test--said-p
-                   "Build \"echo 'lib.c:1:5: error: boom' >&2; exit 2\" failed (exit code 2)"))
+                   ;; What it was and the command as typed, unescaped.
+                   (format-message "Compile `%s' failed (exit code 2)" compile-command)))
        "the build's message")
       (save-window-excursion
         (with-current-buffer buffer (goto-char (point-min)))
@@ -413,9 +414,11 @@ the limit ages finished rows out."
             (mevedel-execution-test--wait-until
              (lambda () (equal (mevedel-execution-panel-test--column bad "State") "failed 2"))
              "the failed row")
-            (should (mevedel-execution-person-test--said-p "Build \"make\" failed (exit code 2)"))
-            (should (= 1 (cl-count "Build \"make\" failed (exit code 2)"
-                                   mevedel-execution-person-test--messages :test #'equal)))
+            ;; Its label, then the command as typed (behind its gate).
+            (should (= 1 (cl-count-if
+                          (lambda (m)
+                            (string-match-p "\\`make [`‘]read -r _ < [^ ]+; echo broken; exit 2[’'] failed (exit code 2)\\'" m))
+                          mevedel-execution-person-test--messages)))
             (should (equal (mevedel-execution-panel-test--ids) (list ok bad fail)))
             (let ((cell (aref (cadr (assoc bad tabulated-list-entries)) 4)))
               (should (eq (get-text-property 0 'face cell) 'mevedel-execution-panel-failed)))
@@ -474,8 +477,19 @@ the limit ages finished rows out."
             (should (<= total width))
             (should (>= (nth 1 (aref format 3)) 6))
             (when (>= width 80)
-              (should (= (nth 1 (aref format 0)) 17))
+              ;; The label has the room, the id only its distinct part.
+              (should (>= (nth 1 (aref format 3)) 24))
+              (should (= (nth 1 (aref format 0)) 6))
               (should (>= (nth 1 (aref format 4)) 11)))))
+        ;; Two labels alike in their first 20 characters still differ at 80.
+        (let ((rows (list (list :execution-id "exec-abcde-000007" :label "npm run build:frontend" :state "running")
+                          (list :execution-id "exec-abcde-000008" :label "npm run build:backend" :state "running"))))
+          (let ((cells (mapcar (lambda (f) (cadr (mevedel-execution-panel--entry f))) rows))
+                (w (nth 1 (aref (mevedel-execution-panel--format 80) 3))))
+            (should (equal (mapcar (lambda (c) (substring-no-properties (aref c 0))) cells) '("000007" "000008")))
+            (should (equal (get-text-property 0 'help-echo (aref (car cells) 0)) "exec-abcde-000007"))
+            (should-not (equal (truncate-string-to-width (aref (nth 0 cells) 3) w nil nil t)
+                               (truncate-string-to-width (aref (nth 1 cells) 3) w nil nil t)))))
         ;; Every column sorts, with S on it; off a column, S asks which.
         (let ((d (mevedel-execution-mailbox-test--start-background session "sleep 299" "d")))
           (mevedel-execution-test--wait-until
@@ -576,10 +590,10 @@ the inspector lists listening ports, which w opens in a browser."
           (should (eq (get-text-property 0 'face (aref cols 4)) 'mevedel-execution-panel-waiting))
           (should (string-match-p "Password:" (aref cols 3))))
         (should (mevedel-execution-person-test--said-p
-                 "Build \"x\" is waiting for input: Password:"))
+                 (format-message "x `./deploy' is waiting for input: Password:")))
         ;; Still waiting: not said again.
         (mevedel-execution-panel-test--changed sid waiting server remote)
-        (should (= 1 (cl-count "Build \"x\" is waiting for input: Password:"
+        (should (= 1 (cl-count (format-message "x `./deploy' is waiting for input: Password:")
                                mevedel-execution-person-test--messages :test #'equal)))
         (mevedel-execution-panel-test--press "i" "exec-fake0-000002")
         (should (mevedel-execution-panel-test--shown-p "listening 127.0.0.1:8000 (pid 42)"))

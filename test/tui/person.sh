@@ -103,7 +103,7 @@ screen >"$out/followed.txt"
 # cleared since; *Messages* keeps it).
 t send-keys -t person C-h e
 # At 80 columns the line wraps: its start and its end.
-said() { local s; s=$(cat); grep -q '^Build "printf ' <<<"$s" && grep -q 'exit code 2)$' <<<"$s"; }
+said() { local s; s=$(cat); grep -Eq '^Command (.|‘)printf ' <<<"$s" && grep -q 'exit code 2)$' <<<"$s"; }
 wait_for 20 "the message saying the command failed" said
 screen >"$out/messages.txt"
 t send-keys -t person q
@@ -117,7 +117,7 @@ screen >"$out/visited.txt"
 # 4. The panel keeps the failed command; d dismisses it.
 mx mevedel-execution-panel
 t send-keys -t person C-x 1
-failed_row() { grep -Eq '^ +exec-[a-z0-9]+-[0-9]+ .*failed 2 '; }
+failed_row() { grep -Eq '^ +[0-9]{6} .*failed 2 '; }
 wait_for 20 "the failed row in the panel" failed_row
 screen >"$out/panel.txt"
 t send-keys -t person M-\< d

@@ -105,7 +105,7 @@ func TestPersonOnScreen(t *testing.T) {
 			t.Errorf("no %q column in the 80-column header %q", col, header)
 		}
 	}
-	row := regexp.MustCompile(`(?m)^  exec-[a-z0-9]+-[0-9]+ command +/person .* failed 2 +[0-9]+s +[0-9]+ B$`)
+	row := regexp.MustCompile(`(?m)^  [0-9]{6} command +/person .* failed 2 +[0-9]+s +[0-9]+ B$`)
 	if !row.MatchString(panel) {
 		t.Errorf("no failed row with every column at 80 columns:\n%s", panel)
 	}
