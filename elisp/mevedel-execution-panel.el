@@ -464,7 +464,7 @@ else the kind itself: \"one-shot\", \"helper\" or \"eval\"."
 (defun mevedel-execution-panel--format (width)
   "Return a `tabulated-list-format' whose columns fit WIDTH columns.
 Label gets what the others leave, and at least 24 columns while
-the others can shrink to make room: Kind, State, Output, Runtime
+the others can shrink to make room: Kind, State, Output
 and last Owner, down to their narrowest.  In a narrower window
 every column gives way to a tight floor, and Label keeps at least
 six."
@@ -476,7 +476,7 @@ six."
          (widths (mapcar (lambda (c) (cons (car c) (nth 1 c))) fixed))
          (sum (lambda () (apply #'+ (mapcar #'cdr widths))))
          (label-min 24))
-    (dolist (name '("Kind" "State" "Output" "Runtime" "Owner"))
+    (dolist (name '("Kind" "State" "Output" "Owner"))
       (let* ((cell (assoc name widths))
              (floor (nth 2 (assoc name columns)))
              (over (- (+ (funcall sum) label-min) room)))

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -91,7 +92,7 @@ func TestPanelOnScreen(t *testing.T) {
 			t.Fatalf("no %s row before the stop:\n%s", label, before)
 		}
 		if row[4] != "running" || row[1] != "command" || row[2] != "/root" ||
-			!strings.HasPrefix(row[0], "exec-") {
+			!regexp.MustCompile(`^[0-9]{6}$`).MatchString(row[0]) {
 			t.Errorf("%s row before the stop is %q, want a running command of /root", label, row)
 		}
 	}
@@ -104,7 +105,8 @@ func TestPanelOnScreen(t *testing.T) {
 		t.Errorf("after the stop, the sleeper row is %q, want it gone:\n%s", r, after)
 	}
 	sleeper := row(before, "sleeper")
-	if sleeper != nil && !strings.Contains(after, "mevedel-exec: "+sleeper[0]+" stopped") {
+	// The row shows the id's sequence number; the message, the whole id.
+	if sleeper != nil && !regexp.MustCompile(`mevedel-exec: exec-[a-z0-9]+-`+sleeper[0]+` stopped`).MatchString(after) {
 		t.Errorf("the echo area does not say %s stopped:\n%s", sleeper[0], after)
 	}
 	if !strings.Contains(after, "tui: 1 live, as of ") {
@@ -122,11 +124,16 @@ func TestPanelOnScreen(t *testing.T) {
 	for _, want := range []string{
 		"state running",
 		"command while :; do echo tick; sleep 0.2; done",
-		"log artifact://executions/" + ticker[0] + ".log",
 		"| tick",
 	} {
 		if !strings.Contains(inspector, want) {
 			t.Errorf("the inspector does not show %q:\n%s", want, inspector)
+		}
+	}
+	// The inspector names the whole id, and its log by it.
+	for _, want := range []string{`id exec-[a-z0-9]+-` + ticker[0] + ` `, `log artifact://executions/exec-[a-z0-9]+-` + ticker[0] + `\.log`} {
+		if !regexp.MustCompile(want).MatchString(inspector) {
+			t.Errorf("the inspector does not show %s:\n%s", want, inspector)
 		}
 	}
 	if stderr := read(t, art, "helper-stderr.txt"); strings.Contains(stderr, "DATA RACE") ||
@@ -140,7 +147,7 @@ func TestPanelOnScreen(t *testing.T) {
 func row(screen, label string) []string {
 	for _, line := range strings.Split(screen, "\n") {
 		f := strings.Fields(line)
-		if len(f) >= 7 && f[3] == label && strings.HasPrefix(f[0], "exec-") {
+		if len(f) >= 7 && f[3] == label && regexp.MustCompile(`^[0-9]{6}$`).MatchString(f[0]) {
 			return f
 		}
 	}

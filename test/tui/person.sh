@@ -103,7 +103,7 @@ screen >"$out/followed.txt"
 # cleared since; *Messages* keeps it).
 t send-keys -t person C-h e
 # At 80 columns the line wraps: its start and its end.
-said() { local s; s=$(cat); grep -Eq '^Command (.|‘)printf ' <<<"$s" && grep -q 'exit code 2)$' <<<"$s"; }
+said() { local s; s=$(sed 's/\\$//' | tr -d '\n'); grep -Eq "Command (.|‘)printf .*(.|’) failed \(exit code 2\)" <<<"$s"; }
 wait_for 20 "the message saying the command failed" said
 screen >"$out/messages.txt"
 t send-keys -t person q
