@@ -166,10 +166,18 @@ func tagOf(p Info) string {
 		return t
 	}
 	b, ok := readEnvironSettled(p.Pid, &tags.buf)
+	t := ""
+	if ok && len(b) > 0 {
+		t = entryWithKey(b, statedir.TagVar+"=")
+	}
+	if cap(tags.buf) > environBuf {
+		// One process's huge environment (any on the machine may be
+		// read) must not stay held by the helper for its whole life.
+		tags.buf = nil
+	}
 	if !ok || len(b) == 0 {
 		return "" // unknown yet: read again next time
 	}
-	t := entryWithKey(b, statedir.TagVar+"=")
 	if tags.seen == nil {
 		tags.seen = make(map[procID]string)
 	}
@@ -261,6 +269,10 @@ func sharedTable() []Info {
 	return s.table
 }
 
+// environBuf is the size of the buffer environments are read into; most
+// fit, a larger one grows it for that read only.
+const environBuf = 64 << 10
+
 // readEnviron reads all of /proc/PID/environ into *buf, growing it.
 func readEnviron(pid int, buf *[]byte) ([]byte, bool) {
 	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/environ", unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -269,7 +281,7 @@ func readEnviron(pid int, buf *[]byte) ([]byte, bool) {
 	}
 	defer unix.Close(fd)
 	if *buf == nil {
-		*buf = make([]byte, 64<<10)
+		*buf = make([]byte, environBuf)
 	}
 	n := 0
 	for {
