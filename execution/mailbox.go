@@ -77,6 +77,12 @@ type mailbox struct {
 	retry      time.Duration // immutable
 	kick       chan struct{} // buffered; wakes the sender
 
+	// handing is held by the sender from choosing what to send until it
+	// is handed to the session's events, and by withdraw: a delivery
+	// taken back was then either never handed over or handed over before
+	// withdraw returned, so whatever is ordered after the withdrawal (the
+	// poll's reply, the next request's) follows its last send.
+	handing   sync.Mutex
 	mu        sync.Mutex
 	parcels   map[string]*parcel // guarded by mu
 	order     []*parcel          // guarded by mu; creation order, for sending
@@ -147,6 +153,8 @@ func (mb *mailbox) nextIDLocked() string {
 // for it is then an unknown id, which is success. It reports whether the
 // delivery was still pending.
 func (mb *mailbox) withdraw(id string) bool {
+	mb.handing.Lock()
+	defer mb.handing.Unlock()
 	mb.mu.Lock()
 	defer mb.mu.Unlock()
 	p, ok := mb.parcels[id]
@@ -241,9 +249,11 @@ func (mb *mailbox) run() {
 		var send []Delivery
 		now := time.Now()
 		next := now.Add(time.Hour)
+		mb.handing.Lock()
 		mb.mu.Lock()
 		if mb.closed {
 			mb.mu.Unlock()
+			mb.handing.Unlock()
 			return
 		}
 		for _, p := range mb.order {
@@ -262,8 +272,9 @@ func (mb *mailbox) run() {
 		}
 		mb.mu.Unlock()
 		for _, d := range send {
-			mb.s.m.events.Deliver(d)
+			mb.s.m.events.Deliver(d) // only queues: never waits on the client
 		}
+		mb.handing.Unlock()
 		timer.Reset(time.Until(next))
 		select {
 		case <-mb.kick:
