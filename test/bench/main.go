@@ -57,6 +57,8 @@ const usage = `usage: go run ./test/bench BENCH
 
 BENCH is one of:
   spool   spool throughput, helper RSS and exec/start latency
+  spawn   exec/start true against a bare fork+exec of true, alone and 8 at
+          a time (floor.go)
   logs    spool/grep against rg -z and zgrep, retirement against gzip -1,
           tail reads of a retired log
   remote  exec/start on an SSH host (pooled) against ssh and a ControlMaster,
@@ -70,7 +72,7 @@ BENCH is one of:
           unconfined, interleaved, here and on a private sshd (sandbox.go)
   clients two clients of the daemon: the agent's exec/observe while its command
           floods output, alone and with an observer listing (clients.go)
-  all     every benchmark: spool, logs, remote, list, scale, waiting, sandbox,
+  all     every benchmark: spool, spawn, logs, remote, list, scale, waiting, sandbox,
           then clients
 `
 
@@ -97,7 +99,7 @@ const (
 )
 
 func main() {
-	if len(os.Args) != 2 || !slices.Contains([]string{"spool", "logs", "remote", "list", "scale", "waiting", "sandbox", "clients", "all"}, os.Args[1]) {
+	if len(os.Args) != 2 || !slices.Contains([]string{"spool", "spawn", "logs", "remote", "list", "scale", "waiting", "sandbox", "clients", "all"}, os.Args[1]) {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
@@ -149,6 +151,9 @@ func run(ctx context.Context, which string) error {
 	var steps []func(context.Context) ([]row, error)
 	if which == "spool" || which == "all" {
 		steps = append(steps, b.throughput, b.rss, b.spawnPrivate, b.spawnRealHome)
+	}
+	if which == "spawn" || which == "all" {
+		steps = append(steps, b.spawnFloor)
 	}
 	if which == "logs" || which == "all" {
 		steps = append(steps, b.logs)
