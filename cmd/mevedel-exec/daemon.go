@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/internal/client"
 	"github.com/mevedel/mevedel-exec/process"
 	"github.com/mevedel/mevedel-exec/rpc"
 	"github.com/mevedel/mevedel-exec/sandbox"
@@ -114,15 +116,25 @@ func daemonSocket() (string, error) {
 	return filepath.Join(dir, socketName), nil
 }
 
-// answering reports whether a daemon accepts connections on sock.
+// answering reports whether a daemon serves on sock: it answers a
+// daemon/status, not merely accepts the connection. A daemon being killed
+// keeps its listener until its last thread is gone, past the moment its
+// process shows as dead; a connect alone would take it for the live one.
 func answering(sock string) bool {
-	c, err := net.DialTimeout("unix", sock, time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), answerBound)
+	defer cancel()
+	c, err := client.Dial(ctx, sock, nil)
 	if err != nil {
 		return false
 	}
-	c.Close()
-	return true
+	defer c.Close()
+	var st rpc.DaemonStatusResult
+	return c.Call(ctx, rpc.MethodDaemonStatus, nil, &st) == nil
 }
+
+// answerBound bounds answering's exchange; a live daemon answers status
+// from its read loop at once.
+const answerBound = 2 * time.Second
 
 // daemon starts the per-user daemon detached, unless one answers already,
 // and prints its socket's path once it listens. With --foreground it is

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -562,6 +563,28 @@ func TestDaemonKilledIsRecoveredByTheNext(t *testing.T) {
 	}
 	if !testsupport.WaitGone(pid, waitBound) {
 		t.Fatalf("the lost command's process %d was not reaped", pid)
+	}
+}
+
+// A socket that takes connections but serves nothing is not a daemon: so
+// looks a daemon being killed, whose listener outlives the moment its
+// process shows as dead. `mevedel-exec daemon` starts a real one then,
+// instead of printing the socket of one that is going away.
+func TestDaemonStartsWhenTheSocketOnlyAccepts(t *testing.T) {
+	t.Parallel()
+	d := newDaemonEnv(t)
+	if err := os.Mkdir(filepath.Dir(d.sock()), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", d.sock())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false) // the new daemon replaces the file
+	defer ln.Close()                               // never accepted: connects queue in its backlog
+	d.start()
+	if d.pid() == 0 {
+		t.Fatal("the daemon command took a socket that answers nothing for a running daemon")
 	}
 }
 
