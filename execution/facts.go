@@ -147,6 +147,8 @@ type Facts struct {
 	ToolUseID     string      `json:"toolUseId,omitempty"`
 	Cwd           string      `json:"cwd"`
 	Target        string      `json:"target"`
+	TargetMethod  string      `json:"targetMethod,omitempty"` // a remote cwd's TRAMP method as written (the last hop's)
+	SupportTier   string      `json:"supportTier,omitempty"`  // "supported" or "experimental"
 	State         State       `json:"state"`
 	Lane          Lane        `json:"lane"`
 	Yielded       bool        `json:"yielded,omitempty"`

@@ -169,19 +169,20 @@ func (s *Session) StartAndAwait(ctx context.Context, c Caller, p StartParams, yi
 	})
 }
 
-// target names where p runs for the facts: "local", or the SSH host
-// ("ssh:user@host#port"). A TRAMP cwd must come through StartAndAwait,
-// which connects first.
-func (p StartParams) target(cwd string) (string, error) {
+// where names where p runs for the facts: target "local", or the SSH
+// host ("ssh:user@host#port", after its hops) with the method as the cwd
+// writes it. A TRAMP cwd must come through StartAndAwait, which connects
+// first.
+func (p StartParams) where(cwd string) (target, method, tier string, err error) {
 	if p.remote != nil {
 		t := p.remote.target
 		t.Path = ""
-		return t.String(), nil
+		return t.String(), p.remote.named.MethodName(), p.remote.named.Tier(), nil
 	}
 	if _, isRemote, _ := remote.ParseTRAMP(cwd); isRemote {
-		return "", fault.New(fault.InvalidParams, "cwd %q names a remote host, which only exec/start supports", cwd)
+		return "", "", "", fault.New(fault.InvalidParams, "cwd %q names a remote host, which only exec/start supports", cwd)
 	}
-	return "local", nil
+	return "local", "", remote.TierSupported, nil
 }
 
 // remoteExec is what an execution on an SSH host needs beyond a local one.

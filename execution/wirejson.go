@@ -39,6 +39,8 @@ func (f *Facts) AppendJSON(b []byte) []byte {
 	b = appendJSONString(b, f.Cwd)
 	b = append(b, `,"target":`...)
 	b = appendJSONString(b, f.Target)
+	b = appendOptString(b, `,"targetMethod":`, f.TargetMethod)
+	b = appendOptString(b, `,"supportTier":`, f.SupportTier)
 	b = append(b, `,"state":`...)
 	b = appendJSONString(b, string(f.State))
 	b = append(b, `,"lane":`...)
