@@ -574,7 +574,7 @@ func testRemoteConnectNeverBlocksTheHelper(t *testing.T) {
 
 func TestRemoteSSHConfigAlias(t *testing.T) {
 	t.Parallel()
-	inModes(t, testRemoteSSHConfigAlias)
+	inModesAndHop(t, testRemoteSSHConfigAlias)
 }
 
 func testRemoteSSHConfigAlias(t *testing.T) {
@@ -588,12 +588,18 @@ func testRemoteSSHConfigAlias(t *testing.T) {
 		t.Fatal(err)
 	}
 	conf := fmt.Sprintf("Host %s\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n", sshd.Alias, srv.Port, srv.User, special)
+	cwd := "/ssh:" + sshd.Alias + ":"
+	if j, ok := jumps.Load(srv); ok {
+		// The jump host by an alias of its own, with the same key.
+		conf += fmt.Sprintf("Host jumphost\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n", j.(*sshd.Server).Port, srv.User, special)
+		cwd = "/ssh:jumphost|scp:" + sshd.Alias + ":"
+	}
 	if err := os.WriteFile(filepath.Join(sshDir, "config"), []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s, _ := openRemote(h)
 	dir := t.TempDir()
-	cwd := "/ssh:" + sshd.Alias + ":" + dir
+	cwd += dir
 	o := s.mustStart("pwd; echo $USER", map[string]any{"cwd": cwd})
 	f := o.Facts
 	if o.Output != dir+"\n"+srv.User+"\n" || f.Status != execution.StatusCompleted {
