@@ -331,7 +331,7 @@ func (m *Manager) reclaimRemote(cwd string, l *transcript.Leader, tag string, de
 	if err != nil || !ok || pool == nil {
 		return "its processes " + where + " were not checked"
 	}
-	g, err := pool.Group(t, remote.Identity{Pid: l.Pid, Pgid: l.Pgid, Start: l.StartTime, Tag: tag})
+	g, err := pool.Group(t, remote.Identity{Pid: l.Pid, Pgid: l.Pgid, Start: l.StartTime, Tag: tag, Boot: l.Boot})
 	if err != nil {
 		return fmt.Sprintf("its processes %s were not checked: %v", where, err)
 	}
@@ -341,6 +341,8 @@ func (m *Manager) reclaimRemote(cwd string, l *transcript.Leader, tag string, de
 	for {
 		live, err := g.Probe(ctx)
 		switch {
+		case g.Replaced():
+			return ReasonTargetReplaced // nothing of its boot is left; nothing was signalled
 		case err != nil && signalled:
 			return fmt.Sprintf("its leftover processes %s were killed, but their end could not be confirmed: %v", where, err)
 		case err != nil:

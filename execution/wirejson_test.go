@@ -76,6 +76,9 @@ func randFacts(r *rand.Rand) Facts {
 		Version: r.Uint64(),
 	}
 	if r.IntN(2) == 0 {
+		f.TargetIncarnation = &Incarnation{Hostname: randString(r), BootID: randString(r)}
+	}
+	if r.IntN(2) == 0 {
 		c := int(randInt(r))
 		f.ExitCode = &c
 	}
