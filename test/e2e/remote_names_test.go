@@ -6,6 +6,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -114,5 +115,32 @@ func TestRemoteBadNamesRefused(t *testing.T) {
 	}
 	if n := helperConns(h, srv.Port); n != 0 || len(srv.Connections()) != 0 {
 		t.Fatalf("a refused name connected: %d connections, sshd processes %v", n, srv.Connections())
+	}
+}
+
+// A sandbox path of the cwd's host may be written with any SSH method,
+// through the same hops; the same host reached another way (directly,
+// not through the hop) is another target, and refused.
+func TestRemoteSandboxPathsOfAnyMethodThroughTheHop(t *testing.T) {
+	t.Parallel()
+	srv, jump := sshd.Start(t), sshd.Start(t)
+	if err := jump.Admit(srv); err != nil {
+		t.Fatal(err)
+	}
+	h := agentHelper(t, srv)
+	s, _ := openRemote(h)
+	in := t.TempDir()
+	hop := fmt.Sprintf("%s@127.0.0.1#%d", jump.User, jump.Port)
+	host := fmt.Sprintf("%s@127.0.0.1#%d", srv.User, srv.Port)
+	cwd := "/ssh:" + hop + "|ssh:" + host + ":" + in
+	o := s.mustStart("echo yes > in.txt", map[string]any{"cwd": cwd, "sandbox": confined("/scpx:" + hop + "|rsync:" + host + ":" + in)})
+	wantHostBubblewrap(t, o.Facts)
+	if got, err := os.ReadFile(filepath.Join(in, "in.txt")); err != nil || string(got) != "yes\n" || o.Facts.TargetMethod != "ssh" {
+		t.Fatalf("write inside the root named through the hop: %q, %v; facts %+v", got, err, o.Facts)
+	}
+	e := h.wantError("exec/start", map[string]any{"sessionId": s.id, "command": "true", "cwd": cwd,
+		"sandbox": confined("/scp:" + host + ":" + in)}, -32602, "invalid-params")
+	if !strings.Contains(e.Message, "another host") {
+		t.Fatalf("a root of the host reached directly: %s", e.Message)
 	}
 }
