@@ -127,3 +127,31 @@ func TestHopChainUnreachableBehindTheHop(t *testing.T) {
 		t.Fatalf("Start behind a hop to a closed port: %v", err)
 	}
 }
+
+// A hop whose host key known_hosts does not vouch for stops the chain
+// there: the error is the hop's, and nothing is dialled behind it.
+func TestHopChainUnknownHopKey(t *testing.T) {
+	t.Parallel()
+	jump, target, via := chain(t)
+	// The chain's client home is the target's: its known_hosts keeps the
+	// target's line, not the one Admit added for the jump host.
+	if err := os.WriteFile(target.KnownHostsPath(), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := target.WriteKnownHosts(target.HostKey); err != nil {
+		t.Fatal(err)
+	}
+	p := newPool(t, target)
+	tg, _, err := ParseTRAMP(via + "ssh:" + sshd.Alias + ":/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Start(testCtx(t), tg, process.Spec{Command: "true"})
+	var hke *HostKeyError
+	if !errors.As(err, &hke) || hke.HostPort != jump.Addr || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Start through a hop of unknown key: %v", err)
+	}
+	if n := p.dials.Load(); n != 2 || slices.Contains(testsupport.ConnectedTo(target.Port), os.Getpid()) {
+		t.Fatalf("dials %d, connected to the target: %v; want the hop's dial (and the chain's, which waited on it) only", n, testsupport.ConnectedTo(target.Port))
+	}
+}
