@@ -46,6 +46,13 @@ func inModesAndHop(t *testing.T, f func(t *testing.T)) {
 	t.Run(hopMode, f)
 }
 
+// inAgentAndHop runs a test of the host agent directly (subtest "agent")
+// and through a two-hop chain (subtest "hop").
+func inAgentAndHop(t *testing.T, f func(t *testing.T)) {
+	t.Run(remote.ModeAgent, f)
+	t.Run(hopMode, f)
+}
+
 // modeOf is the remote mode a subtest of inModes runs in.
 func modeOf(t *testing.T) string {
 	if strings.Contains(t.Name(), "/"+remote.ModeWrapper) {
