@@ -113,8 +113,10 @@ func TestRemoteBadNamesRefused(t *testing.T) {
 	if len(list.Executions) != 0 || len(logs) != 0 {
 		t.Fatalf("executions %+v, logs %v", list.Executions, logs)
 	}
-	if n := helperConns(h, srv.Port); n != 0 || len(srv.Connections()) != 0 {
-		t.Fatalf("a refused name connected: %d connections, sshd processes %v", n, srv.Connections())
+	// (Not sshd's processes: the fixture's own readiness probe may leave
+	// one for a moment.)
+	if n := helperConns(h, srv.Port); n != 0 {
+		t.Fatalf("a refused name connected: the helper holds %d connections", n)
 	}
 }
 
