@@ -254,7 +254,8 @@ func (rx *remoteExec) hostPaths(pol *sandbox.Policy) error {
 				return nil, fault.New(fault.InvalidParams, "sandbox.%s: %v", field, err)
 			}
 			r, err := rx.pool.Resolve(t)
-			if err != nil || r.User != rx.target.User || r.Host != rx.target.Host || r.Port != rx.target.Port {
+			// The same host through the same hops, whatever the method.
+			if err != nil || r.String() != rx.target.String() {
 				return nil, fault.New(fault.InvalidParams, "sandbox.%s: %q names another host than the cwd's %s", field, q, rx.target)
 			}
 			switch {

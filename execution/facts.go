@@ -133,6 +133,16 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 
 func stamp(t time.Time) *Time { return &Time{t} }
 
+// Incarnation is a host's identity and boot.
+type Incarnation struct {
+	Hostname string `json:"hostname,omitempty"`
+	BootID   string `json:"bootId,omitempty"` // the kernel's random boot id
+}
+
+// ReasonTargetReplaced is the reason of an execution settled lost because
+// its host was found again in another boot: it cannot still run there.
+const ReasonTargetReplaced = "target-replaced"
+
 // Facts is an immutable snapshot of one execution; it is also the wire
 // shape. Booleans are present only when true; exitCode whenever the process
 // exited, 0 included.
@@ -147,6 +157,8 @@ type Facts struct {
 	ToolUseID     string      `json:"toolUseId,omitempty"`
 	Cwd           string      `json:"cwd"`
 	Target        string      `json:"target"`
+	TargetMethod  string      `json:"targetMethod,omitempty"` // a remote cwd's TRAMP method as written (the last hop's)
+	SupportTier   string      `json:"supportTier,omitempty"`  // "supported" or "experimental"
 	State         State       `json:"state"`
 	Lane          Lane        `json:"lane"`
 	Yielded       bool        `json:"yielded,omitempty"`
@@ -178,6 +190,10 @@ type Facts struct {
 	// (the helper's host agent) or "wrapper" (a shell wrapper per
 	// command).
 	RemoteMode string `json:"remoteMode,omitempty"`
+	// TargetIncarnation is the host's name and boot as its host agent
+	// said when the command started there: a host found again in another
+	// boot was replaced, and what ran there settles lost.
+	TargetIncarnation *Incarnation `json:"targetIncarnation,omitempty"`
 	// WaitingForInput: every process of the terminal's foreground group
 	// is blocked reading it and no output came for waitingAfterMs (tty
 	// executions only); Prompt is the last partial line then.

@@ -56,7 +56,11 @@ func leaderOf(f Facts, proc process.Process) *transcript.Leader {
 	if f.Pid == 0 {
 		return nil
 	}
-	return &transcript.Leader{Pid: f.Pid, Pgid: f.Pgid, StartTime: proc.LeaderStart(), Target: f.Target}
+	l := &transcript.Leader{Pid: f.Pid, Pgid: f.Pgid, StartTime: proc.LeaderStart(), Target: f.Target}
+	if f.TargetIncarnation != nil {
+		l.Boot = f.TargetIncarnation.BootID
+	}
+	return l
 }
 
 // factsRecord is a record of type typ carrying f.

@@ -121,16 +121,25 @@ func openJournal(l statedir.Layout, onHost remoteKill) (*recovery, error) {
 		// made from, whatever the facts say.
 		f.ExecutionID = r.ExecutionID
 		reason := "the helper that ran it ended without recording its end"
+		// A host found in another boot is the reason itself, as when a
+		// live connection comes back to one.
+		reclaimed := func() {
+			if did := reclaim(f.ExecutionID, f.Cwd, r.Leader, deadline, onHost); did == ReasonTargetReplaced {
+				reason = did
+			} else {
+				reason += "; " + did
+			}
+		}
 		switch {
 		case r.Type == transcript.TypeSpawn:
 			// Durable before the spawn: its processes, if any started, carry
 			// its tag.
 			reason = "the helper that ran it ended while starting it"
 			if r.Leader != nil {
-				reason += "; " + reclaim(f.ExecutionID, f.Cwd, r.Leader, deadline, onHost)
+				reclaimed()
 			}
 		case r.Leader != nil:
-			reason += "; " + reclaim(f.ExecutionID, f.Cwd, r.Leader, deadline, onHost)
+			reclaimed()
 		case f.StartedAt == nil:
 			reason = "the helper that queued it ended before it started"
 		}

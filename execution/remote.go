@@ -169,19 +169,20 @@ func (s *Session) StartAndAwait(ctx context.Context, c Caller, p StartParams, yi
 	})
 }
 
-// target names where p runs for the facts: "local", or the SSH host
-// ("ssh:user@host#port"). A TRAMP cwd must come through StartAndAwait,
-// which connects first.
-func (p StartParams) target(cwd string) (string, error) {
+// where names where p runs for the facts: target "local", or the SSH
+// host ("ssh:user@host#port", after its hops) with the method as the cwd
+// writes it. A TRAMP cwd must come through StartAndAwait, which connects
+// first.
+func (p StartParams) where(cwd string) (target, method, tier string, err error) {
 	if p.remote != nil {
 		t := p.remote.target
 		t.Path = ""
-		return t.String(), nil
+		return t.String(), p.remote.named.MethodName(), p.remote.named.Tier(), nil
 	}
 	if _, isRemote, _ := remote.ParseTRAMP(cwd); isRemote {
-		return "", fault.New(fault.InvalidParams, "cwd %q names a remote host, which only exec/start supports", cwd)
+		return "", "", "", fault.New(fault.InvalidParams, "cwd %q names a remote host, which only exec/start supports", cwd)
 	}
-	return "local", nil
+	return "local", "", remote.TierSupported, nil
 }
 
 // remoteExec is what an execution on an SSH host needs beyond a local one.
@@ -330,7 +331,7 @@ func (m *Manager) reclaimRemote(cwd string, l *transcript.Leader, tag string, de
 	if err != nil || !ok || pool == nil {
 		return "its processes " + where + " were not checked"
 	}
-	g, err := pool.Group(t, remote.Identity{Pid: l.Pid, Pgid: l.Pgid, Start: l.StartTime, Tag: tag})
+	g, err := pool.Group(t, remote.Identity{Pid: l.Pid, Pgid: l.Pgid, Start: l.StartTime, Tag: tag, Boot: l.Boot})
 	if err != nil {
 		return fmt.Sprintf("its processes %s were not checked: %v", where, err)
 	}
@@ -340,6 +341,8 @@ func (m *Manager) reclaimRemote(cwd string, l *transcript.Leader, tag string, de
 	for {
 		live, err := g.Probe(ctx)
 		switch {
+		case g.Replaced():
+			return ReasonTargetReplaced // nothing of its boot is left; nothing was signalled
 		case err != nil && signalled:
 			return fmt.Sprintf("its leftover processes %s were killed, but their end could not be confirmed: %v", where, err)
 		case err != nil:

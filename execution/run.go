@@ -108,6 +108,11 @@ func (e *Execution) run() {
 		if m, ok := proc.(interface{ RemoteMode() string }); ok {
 			st.facts.RemoteMode = m.RemoteMode()
 		}
+		if m, ok := proc.(interface{ Incarnation() (string, string) }); ok {
+			if host, boot := m.Incarnation(); host != "" || boot != "" {
+				st.facts.TargetIncarnation = &Incarnation{Hostname: host, BootID: boot}
+			}
+		}
 		if r, ok := proc.(interface {
 			ResourceFacts() *sandbox.ResourceFacts
 		}); ok && r.ResourceFacts() != nil {
@@ -228,6 +233,12 @@ probe:
 				e.box.denials = sandbox.Denials(tail, e.spec.Dir, e.box.policy)
 			}
 		}
+	}
+	if r, ok := proc.(interface{ Replaced() bool }); ok && r.Replaced() {
+		// Its host came back in another boot: the command cannot run
+		// there any more, whatever the lost connection left unproven.
+		e.settle(nil, &stopCause{term: Lost, reason: ReasonTargetReplaced})
+		return
 	}
 	e.settle(&exit, cause)
 }

@@ -88,7 +88,7 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 	if cwd != "" && !filepath.IsAbs(cwd) {
 		return nil, fault.New(fault.InvalidParams, "cwd must be an absolute path, got %q", p.Cwd)
 	}
-	target, err := p.target(cwd)
+	target, method, tier, err := p.where(cwd)
 	if err != nil {
 		return nil, err
 	}
@@ -211,6 +211,8 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 			ToolUseID:     p.ToolUseID,
 			Cwd:           cwd,
 			Target:        target,
+			TargetMethod:  method,
+			SupportTier:   tier,
 			State:         Queued,
 			Lane:          lane,
 			TTY:           p.TTY,

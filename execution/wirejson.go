@@ -39,6 +39,8 @@ func (f *Facts) AppendJSON(b []byte) []byte {
 	b = appendJSONString(b, f.Cwd)
 	b = append(b, `,"target":`...)
 	b = appendJSONString(b, f.Target)
+	b = appendOptString(b, `,"targetMethod":`, f.TargetMethod)
+	b = appendOptString(b, `,"supportTier":`, f.SupportTier)
 	b = append(b, `,"state":`...)
 	b = appendJSONString(b, string(f.State))
 	b = append(b, `,"lane":`...)
@@ -76,6 +78,16 @@ func (f *Facts) AppendJSON(b []byte) []byte {
 	b = appendOptInt(b, `,"timeoutMs":`, f.TimeoutMs)
 	b = appendOptString(b, `,"publishedPath":`, f.PublishedPath)
 	b = appendOptString(b, `,"remoteMode":`, f.RemoteMode)
+	if in := f.TargetIncarnation; in != nil {
+		b = append(b, `,"targetIncarnation":{`...)
+		n := len(b)
+		b = appendOptString(b, `"hostname":`, in.Hostname)
+		if len(b) > n && in.BootID != "" {
+			b = append(b, ',')
+		}
+		b = appendOptString(b, `"bootId":`, in.BootID)
+		b = append(b, '}')
+	}
 	b = appendOptBool(b, `,"waitingForInput":true`, f.WaitingForInput)
 	b = appendOptTime(b, `,"waitingSince":`, f.WaitingSince)
 	b = appendOptString(b, `,"prompt":`, f.Prompt)

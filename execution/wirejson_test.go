@@ -64,7 +64,7 @@ func randFacts(r *rand.Rand) Facts {
 	f := Facts{
 		ExecutionID: randString(r), SessionID: randString(r), Owner: randString(r), Command: randString(r),
 		Argv: randStrings(r), Kind: Kind(randString(r)), Label: randString(r), ToolUseID: randString(r),
-		Cwd: randString(r), Target: randString(r), State: State(randString(r)), Lane: Lane(randString(r)),
+		Cwd: randString(r), Target: randString(r), TargetMethod: randString(r), SupportTier: randString(r), State: State(randString(r)), Lane: Lane(randString(r)),
 		Yielded: r.IntN(2) == 0, TTY: r.IntN(2) == 0, Termination: Termination(randString(r)),
 		Signal: randString(r), Outcome: Outcome(randString(r)), Status: Status(randString(r)), Reason: randString(r),
 		QueuedAt: randTime(r), StartedAt: randTime(r), EndedAt: randTime(r),
@@ -74,6 +74,9 @@ func randFacts(r *rand.Rand) Facts {
 		WaitingForInput: r.IntN(2) == 0, WaitingSince: randTime(r), Prompt: randString(r),
 		Ready: r.IntN(2) == 0, ReadyLine: randString(r), ReadyPort: int(randInt(r)), Limit: randString(r),
 		Version: r.Uint64(),
+	}
+	if r.IntN(2) == 0 {
+		f.TargetIncarnation = &Incarnation{Hostname: randString(r), BootID: randString(r)}
 	}
 	if r.IntN(2) == 0 {
 		c := int(randInt(r))

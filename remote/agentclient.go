@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,8 +23,9 @@ import (
 // agentClient is the helper's end of one host agent's channel: every
 // execution on the agent's connection goes over it.
 type agentClient struct {
-	conn   *conn    // immutable
-	target resolved // immutable
+	conn   *conn             // immutable
+	target resolved          // immutable
+	inc    agent.Incarnation // immutable; the host's boot, from the hello
 	ch     ssh.Channel
 	fr     *agent.Reader
 	w      *agent.Writer
@@ -38,9 +40,9 @@ type agentClient struct {
 	reqs   map[uint32]chan agent.Reply   // guarded by mu
 }
 
-func newAgentClient(c *conn, r resolved, ch ssh.Channel, br *bufio.Reader) *agentClient {
+func newAgentClient(c *conn, r resolved, inc agent.Incarnation, ch ssh.Channel, br *bufio.Reader) *agentClient {
 	buffered, _ := br.Peek(br.Buffered())
-	return &agentClient{conn: c, target: r, ch: ch, fr: agent.NewReader(buffered, ch), w: agent.NewWriter(ch), dead: make(chan struct{}),
+	return &agentClient{conn: c, target: r, inc: inc, ch: ch, fr: agent.NewReader(buffered, ch), w: agent.NewWriter(ch), dead: make(chan struct{}),
 		execs: map[uint32]*agentProcess{}, starts: map[uint32]chan agent.Started{}, reqs: map[uint32]chan agent.Reply{}}
 }
 
@@ -243,7 +245,7 @@ func (cl *agentClient) start(ctx context.Context, spec launchSpec) (*agentProces
 		cl.forget(ap.id)
 		return nil, fmt.Errorf("remote: %s: %s", cl.target.Target, st.Err)
 	}
-	ap.ident = Identity{Pid: st.Pid, Pgid: st.Pid, Start: st.Start, Tag: spec.Tag, TTY: spec.TTY}
+	ap.ident = Identity{Pid: st.Pid, Pgid: st.Pid, Start: st.Start, Tag: spec.Tag, TTY: spec.TTY, Boot: cl.inc.BootID}
 	ap.resFacts = st.Resources
 	return ap, nil
 }
@@ -296,7 +298,8 @@ type agentProcess struct {
 	consumed int        // guarded by mu; read since the last credit
 	closed   bool       // guarded by mu; CloseOutput was called
 
-	exited      chan struct{} // closed once exit is set
+	lost        atomic.Pointer[Group] // the group by identity, once the channel is gone
+	exited      chan struct{}         // closed once exit is set
 	once        sync.Once
 	exit        process.Exit
 	err         error
@@ -430,9 +433,28 @@ func (ap *agentProcess) call(ctx context.Context, req agent.Request) (agent.Repl
 
 // group is the execution known by identity alone, for what must reach
 // it after its agent's channel is gone: a new agent (or the control
-// shell) finds it on the host the way recovery does.
+// shell) finds it on the host the way recovery does. One is made, so what
+// it found (a host in another boot) stays known.
 func (ap *agentProcess) group() *Group {
-	return &Group{pool: ap.cl.conn.pool, target: ap.cl.target, id: ap.ident}
+	if g := ap.lost.Load(); g != nil {
+		return g
+	}
+	ap.lost.CompareAndSwap(nil, &Group{pool: ap.cl.conn.pool, target: ap.cl.target, id: ap.ident})
+	return ap.lost.Load()
+}
+
+// Incarnation is the host's name and boot id as its agent said when the
+// command started.
+func (ap *agentProcess) Incarnation() (hostname, bootID string) {
+	return ap.cl.inc.Hostname, ap.cl.inc.BootID
+}
+
+// Replaced reports whether, its agent's channel gone, the host was found
+// again in another boot: nothing of the command was left to find, and
+// nothing was signalled.
+func (ap *agentProcess) Replaced() bool {
+	g := ap.lost.Load()
+	return g != nil && g.Replaced()
 }
 
 // Signal sends sig to the group and every member of the execution's
@@ -569,27 +591,4 @@ func (p *Pool) fellBack(r resolved, err error) bool {
 	seen := p.fallbacks[key] == err.Error()
 	p.fallbacks[key] = err.Error()
 	return seen
-}
-
-// viaAgent runs a group operation on the host agent when the host runs
-// one; ok is false when it does not.
-func (g *Group) viaAgent(ctx context.Context, act, sig string) (v verdict, err error, ok bool) {
-	if g.pool.cfg.Mode == ModeWrapper || !agent.Deployable {
-		return verdict{}, nil, false
-	}
-	cl, _ := g.pool.agentFor(ctx, g.target)
-	if cl == nil {
-		return verdict{}, nil, false
-	}
-	s := unix.SignalNum("SIG" + sig)
-	v, err = cl.group(ctx, g.id, act, s)
-	if errors.Is(err, errAgentLost) {
-		return verdict{}, nil, false // the control shell still may
-	}
-	if err == nil && (v.state == Dead || v.leader == "other") {
-		g.mu.Lock()
-		g.final = v.state
-		g.mu.Unlock()
-	}
-	return v, err, true
 }

@@ -410,11 +410,12 @@ func (c *conn) startAgent(ctx context.Context, r resolved, command string) (*age
 			line := strings.TrimRight(string(chunk[i:]), "\r\n")
 			switch {
 			case strings.HasPrefix(line, agent.Hello):
-				if v := strings.TrimPrefix(line, agent.Hello); v != agent.Version {
+				v, inc := agent.ParseHello(strings.TrimPrefix(line, agent.Hello))
+				if v != agent.Version {
 					ch.Close()
 					return nil, "", fmt.Errorf("the host agent is version %q, not %q", v, agent.Version)
 				}
-				cl := newAgentClient(c, r, ch, br)
+				cl := newAgentClient(c, r, inc, ch, br)
 				if !stop() || !c.pool.spawn(cl.read) {
 					ch.Close()
 					return nil, "", errors.New("the host agent's start was cancelled")

@@ -49,15 +49,25 @@ func (c Config) withDefaults() Config {
 }
 
 // resolved is a target after ~/.ssh/config: the real host name, port and
-// user, and the keys named for it.
+// user, and the keys named for it; each hop before it is resolved the
+// same way, as ssh resolves the hosts of a ProxyJump.
 type resolved struct {
 	Target
 	alias      string
-	identities []string // IdentityFile paths, expanded; nil: the defaults
+	identities []string  // IdentityFile paths, expanded; nil: the defaults
+	jump       *resolved // the hop dialled through; nil: dialled directly
 }
 
-// key identifies the pooled connection a resolved target shares.
-func (r resolved) key() string { return r.User + "@" + r.addr() }
+// key identifies the pooled connection a resolved target shares: the
+// method is not part of it, so /ssh: and /scp: names of a host share one,
+// and a host reached through hops has its own, beside a direct one.
+func (r resolved) key() string {
+	k := r.User + "@" + r.addr()
+	if r.jump != nil {
+		return r.jump.key() + "|" + k
+	}
+	return k
+}
 
 const systemConfig = "/etc/ssh/ssh_config"
 
@@ -181,6 +191,17 @@ func (p *Pool) resolveFiles(t Target, userFile string) (resolved, error) {
 			f = filepath.Join(p.cfg.Home, f)
 		}
 		r.identities = append(r.identities, f)
+	}
+	if t.Via != "" {
+		j, err := t.jump()
+		if err != nil {
+			return resolved{}, err
+		}
+		rj, err := p.resolve(j)
+		if err != nil {
+			return resolved{}, err
+		}
+		r.jump, r.Via = &rj, rj.String()
 	}
 	return r, nil
 }

@@ -81,3 +81,56 @@ Host *
 		t.Fatal("a bad Port was accepted")
 	}
 }
+
+// Every hop of a chain is resolved through the config as ssh resolves a
+// ProxyJump's hosts, each with its own keys; the chain is a connection of
+// its own, beside the host's direct one, whatever the methods.
+func TestResolveHopChain(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	conf := `Host j
+  HostName 10.0.0.1
+  Port 2200
+  User ju
+  IdentityFile ~/.ssh/jump_key
+Host b
+  HostName 10.0.0.2
+  User bu
+`
+	if err := os.WriteFile(filepath.Join(home, ".ssh", "config"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := NewPool(Config{Home: home})
+	defer p.Close()
+	resolve := func(name string) resolved {
+		t.Helper()
+		tg, _, err := ParseTRAMP(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := p.resolve(tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	r := resolve("/ssh:j|scp:b:/x")
+	if got, want := r.String(), "ssh:ju@10.0.0.1#2200|ssh:bu@10.0.0.2#22"; got != want || r.Path != "/x" {
+		t.Fatalf("resolved %q %q, want %q", got, r.Path, want)
+	}
+	if r.jump == nil || !slices.Equal(r.jump.identities, []string{filepath.Join(home, ".ssh", "jump_key")}) {
+		t.Fatalf("the hop's keys: %+v", r.jump)
+	}
+	if r.key() != resolve("/sshx:ju@10.0.0.1#2200|rsync:b:/y").key() {
+		t.Fatal("two names of one chain do not share its connection")
+	}
+	if r.key() == resolve("/ssh:b:/x").key() {
+		t.Fatal("the chain shares the host's direct connection")
+	}
+	if got := resolve("/ssh:j|ssh:j|ssh:b:").String(); got != "ssh:ju@10.0.0.1#2200|ssh:ju@10.0.0.1#2200|ssh:bu@10.0.0.2#22" {
+		t.Fatalf("three hops: %q", got)
+	}
+}

@@ -1,7 +1,9 @@
 // Package remote runs commands on SSH hosts named by TRAMP file names
-// (/ssh:user@host#port:/path) and publishes files to them.
+// (/ssh:user@host#port:/path, any SSH method, hop chains /ssh:a|ssh:b:/path)
+// and publishes files to them.
 //
-// A Pool keeps one connection per (user, host, port), authenticated with
+// A Pool keeps one connection per (user, host, port), and per chain of
+// hops one carried by the previous hop's connection, authenticated with
 // the agent and the keys of ~/.ssh/config, its host key checked against
 // known_hosts, kept alive with keepalive requests and dialled anew after a
 // loss. Each command runs on its own exec channel in a process group of its

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mevedel/mevedel-exec/remote/agent"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
 )
@@ -28,6 +29,9 @@ type Group struct {
 	mu    sync.Mutex
 	final Liveness   // guarded by mu; Dead, or Ambiguous after pid reuse: verdicts that cannot change
 	await *awaitCall // guarded by mu; the await in flight, if any
+	// replaced is set when the host answered from another boot than the
+	// one the group started in (final is then Dead); guarded by mu.
+	replaced bool
 }
 
 // awaitCall is one await request: the host watches the leader and probes
@@ -48,6 +52,14 @@ func (p *Pool) Group(t Target, id Identity) (*Group, error) {
 
 // Identity returns the group's identity.
 func (g *Group) Identity() Identity { return g.id }
+
+// Replaced reports whether the host was found in another boot than the
+// one the group started in: then it is dead without a signal.
+func (g *Group) Replaced() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.replaced
+}
 
 // verdict is what one control round trip found.
 type verdict struct {
@@ -381,4 +393,35 @@ func roundTripError(c *conn, r resolved, err error) error {
 		return unavailablef("remote: %s: connection lost: %v", r.Target, c.deadErr)
 	}
 	return fmt.Errorf("remote: %s: %w", r.Target, err)
+}
+
+// viaAgent runs a group operation on the host agent when the host runs
+// one; ok is false when it does not.
+func (g *Group) viaAgent(ctx context.Context, act, sig string) (v verdict, err error, ok bool) {
+	if g.pool.cfg.Mode == ModeWrapper || !agent.Deployable {
+		return verdict{}, nil, false
+	}
+	cl, _ := g.pool.agentFor(ctx, g.target)
+	if cl == nil {
+		return verdict{}, nil, false
+	}
+	if g.id.Boot != "" && cl.inc.BootID != "" && cl.inc.BootID != g.id.Boot {
+		// Another boot: nothing of the group can be left, and its pids
+		// may be others' now. Nothing is signalled.
+		g.mu.Lock()
+		g.final, g.replaced = Dead, true
+		g.mu.Unlock()
+		return verdict{state: Dead}, nil, true
+	}
+	s := unix.SignalNum("SIG" + sig)
+	v, err = cl.group(ctx, g.id, act, s)
+	if errors.Is(err, errAgentLost) {
+		return verdict{}, nil, false // the control shell still may
+	}
+	if err == nil && (v.state == Dead || v.leader == "other") {
+		g.mu.Lock()
+		g.final = v.state
+		g.mu.Unlock()
+	}
+	return v, err, true
 }

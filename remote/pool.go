@@ -314,10 +314,9 @@ func (p *Pool) dial(r resolved) (*conn, error) {
 	ctx, cancel := context.WithTimeout(p.life, p.cfg.DialTimeout)
 	defer cancel()
 	addr := r.addr()
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	nc, err := p.transport(ctx, r)
 	if err != nil {
-		return nil, unavailablef("remote: %s: %w", r.Target, err)
+		return nil, err
 	}
 	// The handshake has no context of its own: a deadline bounds a silent
 	// server, closing the socket a cancelled one.
@@ -363,6 +362,40 @@ func (p *Pool) dial(r resolved) (*conn, error) {
 		return nil, errClosed
 	}
 	return c, nil
+}
+
+// transport is the byte stream r's SSH connection runs on: a TCP
+// connection to the host, or, behind a hop, a direct-tcpip channel of the
+// hop's pooled connection (dialled first when there is none), as
+// ProxyJump would make. The hop's own checks (host key, authentication)
+// are those of any pooled connection; a hop that goes takes the
+// connections through it with it.
+func (p *Pool) transport(ctx context.Context, r resolved) (net.Conn, error) {
+	if r.jump == nil {
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, "tcp", r.addr())
+		if err != nil {
+			return nil, unavailablef("remote: %s: %w", r.Target, err)
+		}
+		return nc, nil
+	}
+	for round := 0; ; round++ {
+		jc, err := p.anyConn(ctx, *r.jump)
+		if err != nil {
+			return nil, err
+		}
+		nc, err := jc.client.DialContext(ctx, "tcp", r.addr())
+		if err == nil {
+			return nc, nil
+		}
+		// A hop whose transport went before its watcher noticed fails
+		// the channel without a refusal: once, the next one is tried.
+		var oce *ssh.OpenChannelError
+		if errors.As(err, &oce) || ctx.Err() != nil || round == 1 {
+			return nil, unavailablef("remote: %s: through %s: %w", r.Target, r.jump.Target, err)
+		}
+		jc.kill(err)
+	}
 }
 
 // hostKeyCallback checks keys against Home/.ssh/known_hosts, read afresh

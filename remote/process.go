@@ -75,6 +75,10 @@ type Identity struct {
 	Start     uint64
 	Tag       string // KEY=value, or empty
 	TTY       bool
+	// Boot is the host's boot id when the group started, as its agent
+	// said; "" when unknown (the wrapper). A host found in another boot
+	// holds nothing of the group (Group.Replaced).
+	Boot string
 }
 
 // Process is one command running on a host over its own exec channel.

@@ -10,21 +10,76 @@ import (
 
 // Target is a host reached over SSH and a path on it, as written in a TRAMP
 // file name. Port 0 and an empty User mean "not given" until Resolve fills
-// them in from ~/.ssh/config and the defaults.
+// them in from ~/.ssh/config and the defaults. It is comparable: the pool
+// keys its caches by it.
 type Target struct {
-	User string
-	Host string // an alias from ~/.ssh/config until resolved
-	Port int
+	// Method is the TRAMP method as written (ssh, scp, sshx, scpx, rsync);
+	// empty means ssh. They are one SSH transport: the method says how
+	// TRAMP copies files, not how the helper runs, so it never picks the
+	// connection.
+	Method string
+	User   string
+	Host   string // an alias from ~/.ssh/config until resolved
+	Port   int
+	// Via is the hops before the host, in TRAMP form ("ssh:a|ssh:me@b#22"),
+	// empty for a host dialled directly. The host is dialled through the
+	// last hop's connection, as ProxyJump would; once resolved, Via names
+	// every hop as String does.
+	Via string
 	// Path is the remote path: absolute, "~" or "~/..." (the remote home),
 	// relative (to the remote home), or empty (the remote home itself).
 	Path string
 }
 
+// Methods are the TRAMP methods the helper runs, in the order errors and
+// documents name them.
+var Methods = []string{"ssh", "scp", "sshx", "scpx", "rsync"}
+
+// Support tiers of a target, as the facts name them.
+const (
+	TierSupported    = "supported"
+	TierExperimental = "experimental"
+)
+
+// sshMethod reports whether a method is one of Methods.
+func sshMethod(m string) bool {
+	for _, x := range Methods {
+		if m == x {
+			return true
+		}
+	}
+	return false
+}
+
+// MethodName is the method as the user wrote it ("ssh" when not given).
+func (t Target) MethodName() string {
+	if t.Method == "" {
+		return "ssh"
+	}
+	return t.Method
+}
+
+// Tier is the support tier of the target's method: every SSH method is
+// supported.
+func (t Target) Tier() string { return TierSupported }
+
 // String names the host as the facts' target field does:
-// "ssh:user@host#port", with whatever parts are known.
+// "ssh:user@host#port", with whatever parts are known, after the hops
+// that lead to it ("ssh:a#22|ssh:me@b#22"). Every method is written ssh:
+// they share one transport.
 func (t Target) String() string {
+	s := t.hop("ssh")
+	if t.Via != "" {
+		return t.Via + "|" + s
+	}
+	return s
+}
+
+// hop writes the host as one hop of a TRAMP name, with method m.
+func (t Target) hop(m string) string {
 	var b strings.Builder
-	b.WriteString("ssh:")
+	b.WriteString(m)
+	b.WriteByte(':')
 	if t.User != "" {
 		b.WriteString(t.User)
 		b.WriteByte('@')
@@ -41,18 +96,33 @@ func (t Target) String() string {
 	return b.String()
 }
 
+// jump is the last hop before the host (t.Via must not be empty), itself
+// with the hops before it.
+func (t Target) jump() (Target, error) {
+	j, _, err := ParseTRAMP("/" + t.Via + ":")
+	return j, err
+}
+
 // addr is the host:port to dial.
 func (t Target) addr() string { return net.JoinHostPort(t.Host, strconv.Itoa(t.Port)) }
 
-// ErrNotSupported reports a TRAMP name whose method is not ssh, or a
-// multi-hop name.
-var ErrNotSupported = errors.New("remote: only /ssh: is supported")
+// ErrNotSupported reports a TRAMP name whose method the helper does not
+// run, or a hop chain with a hop that is not SSH.
+var ErrNotSupported = errors.New("remote: method not supported")
+
+// unsupported is an ErrNotSupported error with its own message.
+type unsupported struct{ msg string }
+
+func (e unsupported) Error() string        { return e.msg }
+func (e unsupported) Is(target error) bool { return target == ErrNotSupported }
 
 // ParseTRAMP parses /ssh:user@host#port:/path and its shorter forms
-// (/ssh:host:/path, /ssh:user@host:/path, /ssh:alias:). ok is false when
-// name is not a TRAMP name at all (a local path). A TRAMP name is recognised
-// the way Emacs does by default: an absolute name whose first component
-// holds a colon.
+// (/ssh:host:/path, /ssh:user@host:/path, /ssh:alias:), the other SSH
+// methods (/scp:, /sshx:, /scpx:, /rsync:) and hop chains
+// (/ssh:a|ssh:b:/path). ok is false when name is not a TRAMP name at all
+// (a local path). A TRAMP name is recognised the way Emacs does by
+// default: an absolute name whose first component holds a colon. An error
+// names the part that is wrong: the method, or which hop and why.
 func ParseTRAMP(name string) (t Target, ok bool, err error) {
 	if !strings.HasPrefix(name, "/") {
 		return Target{}, false, nil
@@ -61,45 +131,94 @@ func ParseTRAMP(name string) (t Target, ok bool, err error) {
 	if !strings.Contains(first, ":") {
 		return Target{}, false, nil
 	}
-	method, rest, _ := strings.Cut(name[1:], ":")
-	if strings.Contains(name, "|") {
-		return Target{}, true, fmt.Errorf("%w: multi-hop name %q", ErrNotSupported, name)
-	}
-	if method != "ssh" {
-		return Target{}, true, fmt.Errorf("%w (method %q in %q)", ErrNotSupported, method, name)
-	}
-	bad := func(why string) (Target, bool, error) {
-		return Target{}, true, fmt.Errorf("remote: malformed TRAMP name %q: %s", name, why)
-	}
-	// The host part ends at the next colon, except inside [an:ipv6:address].
-	var hostPart string
-	if i := strings.IndexByte(rest, '['); i >= 0 && i < strings.IndexByte(rest+":", ':') {
-		j := strings.IndexByte(rest, ']')
-		if j < 0 {
-			return bad("unclosed [")
+	rest := name[1:]
+	var via []string
+	for n := 1; ; n++ {
+		hop, tail, more, err := parseHop(rest)
+		if err != nil {
+			return Target{}, true, hopError(name, n, more || len(via) > 0, rest, err)
 		}
-		k := strings.IndexByte(rest[j:], ':')
-		if k < 0 {
-			return bad("no ':' after the host")
+		if !more {
+			hop.Via = strings.Join(via, "|")
+			hop.Path = tail
+			return hop, true, nil
 		}
-		hostPart, t.Path = rest[:j+k], rest[j+k+1:]
-	} else {
-		var found bool
-		hostPart, t.Path, found = strings.Cut(rest, ":")
-		if !found {
-			return bad("no ':' after the host")
+		via = append(via, hop.hop(hop.MethodName()))
+		rest = tail
+	}
+}
+
+// hopError says what is wrong with hop n of name; chained says whether
+// name has more than one hop, so the hop must be named.
+func hopError(name string, n int, chained bool, rest string, err error) error {
+	var m methodError
+	if errors.As(err, &m) {
+		if chained {
+			return unsupported{fmt.Sprintf("remote: hop %d of %q uses method %q: a hop chain runs over SSH only (%s)", n, name, m.method, strings.Join(Methods, ", "))}
+		}
+		return unsupported{fmt.Sprintf("remote: method %q of %q is not supported: the helper runs %s names", m.method, name, strings.Join(Methods, ", "))}
+	}
+	if chained {
+		part, _, _ := strings.Cut(rest, "|")
+		return fmt.Errorf("remote: malformed TRAMP name %q: hop %d (%q): %w", name, n, part, err)
+	}
+	return fmt.Errorf("remote: malformed TRAMP name %q: %w", name, err)
+}
+
+// methodError is a hop whose method is not an SSH one.
+type methodError struct{ method string }
+
+func (e methodError) Error() string { return fmt.Sprintf("method %q", e.method) }
+
+// parseHop parses one hop, "method:user@host#port", from the front of s.
+// It ends at "|" (more is true, tail the next hops) or at ":" (tail is
+// the path).
+func parseHop(s string) (t Target, tail string, more bool, err error) {
+	method, after, found := strings.Cut(s, ":")
+	switch {
+	case s == "" || s[0] == '|':
+		return Target{}, "", false, errors.New("empty hop")
+	case strings.ContainsAny(method, "|/"):
+		return Target{}, "", false, fmt.Errorf("malformed method %q", method)
+	case !found:
+		return Target{}, "", false, errors.New("no ':' after the method")
+	case method == "":
+		return Target{}, "", false, errors.New("empty method")
+	}
+	// The host part ends at the next ':' or '|', except inside
+	// [an:ipv6:address].
+	end, bracket := -1, false
+	for i := 0; i < len(after) && end < 0; i++ {
+		switch c := after[i]; {
+		case c == '[':
+			bracket = true
+		case c == ']':
+			bracket = false
+		case !bracket && (c == ':' || c == '|'):
+			end = i
 		}
 	}
+	more = end >= 0 && after[end] == '|'
+	switch {
+	case !sshMethod(method):
+		return Target{}, "", more, methodError{method}
+	case end < 0 && bracket:
+		return Target{}, "", false, errors.New("unclosed [")
+	case end < 0:
+		return Target{}, "", false, errors.New("no ':' after the host")
+	}
+	t.Method = method
+	hostPart, tail := after[:end], after[end+1:]
 	if i := strings.LastIndexByte(hostPart, '@'); i >= 0 {
 		t.User, hostPart = hostPart[:i], hostPart[i+1:]
 		if t.User == "" {
-			return bad("empty user")
+			return Target{}, "", more, errors.New("empty user")
 		}
 	}
 	if i := strings.LastIndexByte(hostPart, '#'); i >= 0 {
 		p, err := strconv.Atoi(hostPart[i+1:])
 		if err != nil || p < 1 || p > 65535 {
-			return bad("port must be a number from 1 to 65535")
+			return Target{}, "", more, errors.New("port must be a number from 1 to 65535")
 		}
 		t.Port, hostPart = p, hostPart[:i]
 	}
@@ -107,11 +226,11 @@ func ParseTRAMP(name string) (t Target, ok bool, err error) {
 		hostPart = hostPart[1 : len(hostPart)-1]
 	}
 	if hostPart == "" {
-		return bad("empty host")
+		return Target{}, "", more, errors.New("empty host")
 	}
 	if strings.ContainsAny(hostPart, "[]@# \t/") || strings.ContainsAny(t.User, ":/ \t") {
-		return bad("unexpected character in the user or host")
+		return Target{}, "", more, errors.New("unexpected character in the user or host")
 	}
 	t.Host = hostPart
-	return t, true, nil
+	return t, tail, more, nil
 }

@@ -18,21 +18,42 @@ func TestParseTRAMP(t *testing.T) {
 		{name: "relative/path", ok: false},
 		{name: "/", ok: false},
 		{name: "/tmp/a:b", ok: false}, // the colon is not in the first component
-		{name: "/ssh:host:/srv/app", ok: true, want: Target{Host: "host", Path: "/srv/app"}},
-		{name: "/ssh:me@host:/srv", ok: true, want: Target{User: "me", Host: "host", Path: "/srv"}},
-		{name: "/ssh:me@host#2222:/srv/x y", ok: true, want: Target{User: "me", Host: "host", Port: 2222, Path: "/srv/x y"}},
-		{name: "/ssh:alias:", ok: true, want: Target{Host: "alias"}},
-		{name: "/ssh:alias:~", ok: true, want: Target{Host: "alias", Path: "~"}},
-		{name: "/ssh:alias:~/proj", ok: true, want: Target{Host: "alias", Path: "~/proj"}},
-		{name: "/ssh:alias:proj", ok: true, want: Target{Host: "alias", Path: "proj"}},
-		{name: "/ssh:host#22:/a:b", ok: true, want: Target{Host: "host", Port: 22, Path: "/a:b"}},
-		{name: "/ssh:me@[::1]#2222:/srv", ok: true, want: Target{User: "me", Host: "::1", Port: 2222, Path: "/srv"}},
-		{name: "/ssh:[fe80::1]:/", ok: true, want: Target{Host: "fe80::1", Path: "/"}},
-		{name: "/ssh:me@host.example.com:/", ok: true, want: Target{User: "me", Host: "host.example.com", Path: "/"}},
-		{name: "/scp:host:/srv", ok: true, wantErr: "only /ssh: is supported"},
-		{name: "/docker:box:/", ok: true, wantErr: "only /ssh: is supported"},
-		{name: "/sudo::/etc", ok: true, wantErr: "only /ssh: is supported"},
-		{name: "/ssh:a|ssh:b:/srv", ok: true, wantErr: "multi-hop"},
+		{name: "/ssh:host:/srv/app", ok: true, want: Target{Method: "ssh", Host: "host", Path: "/srv/app"}},
+		{name: "/ssh:me@host:/srv", ok: true, want: Target{Method: "ssh", User: "me", Host: "host", Path: "/srv"}},
+		{name: "/ssh:me@host#2222:/srv/x y", ok: true, want: Target{Method: "ssh", User: "me", Host: "host", Port: 2222, Path: "/srv/x y"}},
+		{name: "/ssh:alias:", ok: true, want: Target{Method: "ssh", Host: "alias"}},
+		{name: "/ssh:alias:~", ok: true, want: Target{Method: "ssh", Host: "alias", Path: "~"}},
+		{name: "/ssh:alias:~/proj", ok: true, want: Target{Method: "ssh", Host: "alias", Path: "~/proj"}},
+		{name: "/ssh:alias:proj", ok: true, want: Target{Method: "ssh", Host: "alias", Path: "proj"}},
+		{name: "/ssh:host#22:/a:b", ok: true, want: Target{Method: "ssh", Host: "host", Port: 22, Path: "/a:b"}},
+		{name: "/ssh:me@[::1]#2222:/srv", ok: true, want: Target{Method: "ssh", User: "me", Host: "::1", Port: 2222, Path: "/srv"}},
+		{name: "/ssh:[fe80::1]:/", ok: true, want: Target{Method: "ssh", Host: "fe80::1", Path: "/"}},
+		{name: "/ssh:me@host.example.com:/", ok: true, want: Target{Method: "ssh", User: "me", Host: "host.example.com", Path: "/"}},
+		// The other SSH methods: one transport, the method kept as written.
+		{name: "/scp:host:/srv", ok: true, want: Target{Method: "scp", Host: "host", Path: "/srv"}},
+		{name: "/sshx:me@host#22:~", ok: true, want: Target{Method: "sshx", User: "me", Host: "host", Port: 22, Path: "~"}},
+		{name: "/scpx:host:", ok: true, want: Target{Method: "scpx", Host: "host"}},
+		{name: "/rsync:[::1]#2:/x", ok: true, want: Target{Method: "rsync", Host: "::1", Port: 2, Path: "/x"}},
+		// Hop chains: every hop but the last is Via, in TRAMP form.
+		{name: "/ssh:a|ssh:b:/srv", ok: true, want: Target{Method: "ssh", Host: "b", Via: "ssh:a", Path: "/srv"}},
+		{name: "/ssh:me@a#2|scp:u@[::1]#3|sshx:c:/p|q", ok: true,
+			want: Target{Method: "sshx", Host: "c", Via: "ssh:me@a#2|scp:u@[::1]#3", Path: "/p|q"}},
+		{name: "/ssh:host:/a|b", ok: true, want: Target{Method: "ssh", Host: "host", Path: "/a|b"}},
+		// What is refused names the method or the hop.
+		{name: "/docker:box:/", ok: true, wantErr: `method "docker" of "/docker:box:/" is not supported: the helper runs ssh, scp, sshx, scpx, rsync names`},
+		{name: "/sudo::/etc", ok: true, wantErr: `method "sudo"`},
+		{name: "/docker:box:/a|b", ok: true, wantErr: `method "docker" of`},
+		{name: "/ssh:a|sudo:b:/srv", ok: true, wantErr: `hop 2 of "/ssh:a|sudo:b:/srv" uses method "sudo": a hop chain runs over SSH only`},
+		{name: "/ssh:a|docker:b|ssh:c:/", ok: true, wantErr: `hop 2 of "/ssh:a|docker:b|ssh:c:/" uses method "docker"`},
+		{name: "/sudo:a|ssh:b:/", ok: true, wantErr: `hop 1 of "/sudo:a|ssh:b:/" uses method "sudo"`},
+		{name: "/ssh:a|ssh:b#0:/", ok: true, wantErr: `hop 2 ("ssh:b#0:/"): port must be`},
+		{name: "/ssh:a#x|ssh:b:/", ok: true, wantErr: `hop 1 ("ssh:a#x"): port must be`},
+		{name: "/ssh:a|ssh::/", ok: true, wantErr: `hop 2 ("ssh::/"): empty host`},
+		{name: "/ssh:a|", ok: true, wantErr: `hop 2 (""): empty hop`},
+		{name: "/ssh:a|b", ok: true, wantErr: `hop 2 ("b"): no ':' after the method`},
+		{name: "/ssh:a|:b:/", ok: true, wantErr: `hop 2 (":b:/"): empty method`},
+		{name: "/ssh:a||ssh:b:/", ok: true, wantErr: `hop 2 (""): empty hop`},
+		{name: "/:host:/", ok: true, wantErr: "empty method"},
 		{name: "/ssh:host", ok: true, wantErr: "no ':' after the host"},
 		{name: "/ssh::/srv", ok: true, wantErr: "empty host"},
 		{name: "/ssh:@host:/", ok: true, wantErr: "empty user"},
@@ -61,8 +82,13 @@ func TestParseTRAMP(t *testing.T) {
 			t.Errorf("ParseTRAMP(%q) = %+v, want %+v", tt.name, got, tt.want)
 		}
 	}
-	if _, _, err := ParseTRAMP("/scp:h:/"); !errors.Is(err, ErrNotSupported) {
-		t.Errorf("a /scp: name is not classified ErrNotSupported: %v", err)
+	for _, name := range []string{"/docker:h:/", "/ssh:a|sudo:b:/"} {
+		if _, _, err := ParseTRAMP(name); !errors.Is(err, ErrNotSupported) {
+			t.Errorf("%s is not classified ErrNotSupported: %v", name, err)
+		}
+	}
+	if _, _, err := ParseTRAMP("/ssh:h#0:/"); errors.Is(err, ErrNotSupported) {
+		t.Errorf("a malformed name is classified ErrNotSupported: %v", err)
 	}
 }
 
@@ -75,6 +101,8 @@ func TestTargetString(t *testing.T) {
 		{Target{User: "me", Host: "h", Port: 22}, "ssh:me@h#22"},
 		{Target{Host: "h"}, "ssh:h"},
 		{Target{User: "me", Host: "::1", Port: 2222, Path: "/x"}, "ssh:me@[::1]#2222"},
+		{Target{Method: "scp", Host: "h", Port: 22}, "ssh:h#22"},
+		{Target{Method: "sshx", Host: "b", Via: "ssh:me@a#22", Path: "/x"}, "ssh:me@a#22|ssh:b"},
 	} {
 		if got := tt.t.String(); got != tt.want {
 			t.Errorf("%+v.String() = %q, want %q", tt.t, got, tt.want)

@@ -55,6 +55,9 @@ type Leader struct {
 	// StartTime is field 22 of /proc/PID/stat: clock ticks since boot.
 	StartTime uint64 `json:"startTime"`
 	Target    string `json:"target,omitempty"`
+	// Boot is the SSH host's boot id when the leader started (as its host
+	// agent said): in another boot nothing of it can be left.
+	Boot string `json:"boot,omitempty"`
 }
 
 // hasFacts reports whether records of type t carry an execution's facts;

@@ -127,3 +127,44 @@ func WaitGone(pid int, bound time.Duration) bool {
 // reports, which would be a second of every helper's shutdown. Reports of
 // races that happened are printed at once either way.
 const RaceExit = "GORACE=atexit_sleep_ms=50"
+
+// ConnectedTo lists, one entry per connection, the pids that hold an
+// established TCP connection to 127.0.0.1:port (IPv4), by matching
+// /proc/net/tcp's socket inodes to the processes' descriptors: who
+// dialled a server and how often, the helper itself or a jump host's
+// sshd.
+func ConnectedTo(port int) []int {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return nil
+	}
+	want := fmt.Sprintf("0100007F:%04X", port)
+	inodes := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		// sl local_address rem_address st ... uid timeout inode
+		f := strings.Fields(line)
+		if len(f) > 9 && f[2] == want && f[3] == "01" {
+			inodes["socket:["+f[9]+"]"] = true
+		}
+	}
+	var out []int
+	if len(inodes) == 0 {
+		return out
+	}
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		seen := map[string]bool{} // a socket a process holds twice counts once
+		for _, fd := range fds {
+			if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && inodes[l] && !seen[l] {
+				seen[l] = true
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}

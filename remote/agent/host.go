@@ -119,7 +119,7 @@ func Serve(in io.Reader, out io.Writer) error {
 			h.own = filepath.Dir(bin)
 		}
 	}
-	if _, err := io.WriteString(out, Hello+Version+"\n"); err != nil {
+	if _, err := io.WriteString(out, HelloLine(ReadIncarnation())); err != nil {
 		return err
 	}
 	br := bufio.NewReaderSize(in, 64<<10)

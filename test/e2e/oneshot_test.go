@@ -194,7 +194,7 @@ func TestScratchIsRemovedBeforeTheEnd(t *testing.T) {
 // survives a reopen of the session.
 func TestUnknownOutcomeGatesMutations(t *testing.T) {
 	t.Parallel()
-	inModes(t, testUnknownOutcomeGatesMutations)
+	inModesAndHop(t, testUnknownOutcomeGatesMutations)
 }
 
 func testUnknownOutcomeGatesMutations(t *testing.T) {

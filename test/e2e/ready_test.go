@@ -141,7 +141,7 @@ func TestReadyBadParams(t *testing.T) {
 
 // A remote server started with readyPort yields when it listens on the
 // host; exec/forward makes it reachable here until unforward or its end.
-func TestRemoteReadyPortAndForward(t *testing.T) { inModes(t, testRemoteReadyPortAndForward) }
+func TestRemoteReadyPortAndForward(t *testing.T) { inModesAndHop(t, testRemoteReadyPortAndForward) }
 
 func testRemoteReadyPortAndForward(t *testing.T) {
 	h, srv := remoteHelper(t)

@@ -133,6 +133,10 @@ func TestRemoteAgentNoexecHomeFallsBackToWrapper(t *testing.T) {
 // its execution.
 func TestRemoteAgentStopsEnvClearedDaemon(t *testing.T) {
 	t.Parallel()
+	inAgentAndHop(t, testRemoteAgentStopsEnvClearedDaemon)
+}
+
+func testRemoteAgentStopsEnvClearedDaemon(t *testing.T) {
 	h, srv := remoteHelper(t)
 	s, _ := openRemote(h)
 	// The helper refuses backgrounding in a command line: a script does it.
@@ -185,6 +189,10 @@ func wchar(t *testing.T, pid int) int64 {
 // it.
 func TestRemoteAgentFloodDoesNotStarveOthers(t *testing.T) {
 	t.Parallel()
+	inAgentAndHop(t, testRemoteAgentFloodDoesNotStarveOthers)
+}
+
+func testRemoteAgentFloodDoesNotStarveOthers(t *testing.T) {
 	h, srv := remoteHelper(t)
 	art := filepath.Join(t.TempDir(), "artifacts")
 	s := openWith(h, map[string]any{"remoteArtifactDir": art,

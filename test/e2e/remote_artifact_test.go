@@ -40,7 +40,7 @@ func inode(t *testing.T, p string) uint64 {
 // by appending: what the remote copy holds is never sent again.
 func TestRemoteArtifactPublishedAndAppended(t *testing.T) {
 	t.Parallel()
-	inModes(t, testRemoteArtifactPublishedAndAppended)
+	inModesAndHop(t, testRemoteArtifactPublishedAndAppended)
 }
 
 func testRemoteArtifactPublishedAndAppended(t *testing.T) {
@@ -86,7 +86,7 @@ func testRemoteArtifactPublishedAndAppended(t *testing.T) {
 // Without remoteArtifactDir, artifacts go under the remote user's home.
 func TestRemoteArtifactDefaultDirectory(t *testing.T) {
 	t.Parallel()
-	inModes(t, testRemoteArtifactDefaultDirectory)
+	inModesAndHop(t, testRemoteArtifactDefaultDirectory)
 }
 
 func testRemoteArtifactDefaultDirectory(t *testing.T) {
@@ -123,7 +123,7 @@ func testRemoteArtifactDefaultDirectory(t *testing.T) {
 // before marking the execution lost.
 func TestRemoteLostRunReclaimedOnTheHost(t *testing.T) {
 	t.Parallel()
-	inModes(t, testRemoteLostRunReclaimedOnTheHost)
+	inModesAndHop(t, testRemoteLostRunReclaimedOnTheHost)
 }
 
 func testRemoteLostRunReclaimedOnTheHost(t *testing.T) {

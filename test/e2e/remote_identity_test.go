@@ -62,7 +62,7 @@ func takePid(t *testing.T, pid int) *exec.Cmd {
 // of the execution either, even at the end of the grace.
 func TestRemoteAmbiguousIdentityNeverSignalled(t *testing.T) {
 	t.Parallel()
-	inModes(t, testRemoteAmbiguousIdentityNeverSignalled)
+	inModesAndHop(t, testRemoteAmbiguousIdentityNeverSignalled)
 }
 
 func testRemoteAmbiguousIdentityNeverSignalled(t *testing.T) {
@@ -124,7 +124,7 @@ func testRemoteAmbiguousIdentityNeverSignalled(t *testing.T) {
 // again over a new connection and stopped.
 func TestRemoteTransportLossIsUnknown(t *testing.T) {
 	t.Parallel()
-	inModes(t, testRemoteTransportLossIsUnknown)
+	inModesAndHop(t, testRemoteTransportLossIsUnknown)
 }
 
 func testRemoteTransportLossIsUnknown(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,6 +34,25 @@ func inModes(t *testing.T, f func(t *testing.T)) {
 	}
 }
 
+// hopMode is the subtest of inModesAndHop that reaches its host through a
+// jump host, a two-hop chain, with the host agent.
+const hopMode = "hop"
+
+// inModesAndHop runs a remote test as inModes does, and a third time
+// (subtest "hop") through a two-hop SSH chain: the same guarantees hold
+// behind a jump host.
+func inModesAndHop(t *testing.T, f func(t *testing.T)) {
+	inModes(t, f)
+	t.Run(hopMode, f)
+}
+
+// inAgentAndHop runs a test of the host agent directly (subtest "agent")
+// and through a two-hop chain (subtest "hop").
+func inAgentAndHop(t *testing.T, f func(t *testing.T)) {
+	t.Run(remote.ModeAgent, f)
+	t.Run(hopMode, f)
+}
+
 // modeOf is the remote mode a subtest of inModes runs in.
 func modeOf(t *testing.T) string {
 	if strings.Contains(t.Name(), "/"+remote.ModeWrapper) {
@@ -41,12 +61,35 @@ func modeOf(t *testing.T) string {
 	return remote.ModeAgent
 }
 
+// jumps holds, by server, the jump host a hop subtest reaches it
+// through.
+var jumps sync.Map // *sshd.Server → *sshd.Server
+
 // remoteHelper starts a private sshd and a helper whose HOME is the
-// fixture's client home (known_hosts, key, ~/.ssh/config with testhost).
+// fixture's client home (known_hosts, key, ~/.ssh/config with testhost);
+// in a hop subtest, a second sshd too, the jump host to the first.
 func remoteHelper(t *testing.T) (*helper, *sshd.Server) {
 	t.Helper()
 	srv := sshd.Start(t)
+	if strings.Contains(t.Name(), "/"+hopMode) {
+		jump := sshd.Start(t)
+		if err := jump.Admit(srv); err != nil {
+			t.Fatal(err)
+		}
+		jumps.Store(srv, jump)
+		t.Cleanup(func() { jumps.Delete(srv) })
+	}
 	return remoteHelperOn(t, srv), srv
+}
+
+// via is the hop before srv in TRAMP form ("ssh:me@127.0.0.1#22|"), or
+// "" when it is reached directly.
+func via(srv *sshd.Server) string {
+	if j, ok := jumps.Load(srv); ok {
+		jump := j.(*sshd.Server)
+		return fmt.Sprintf("ssh:%s@127.0.0.1#%d|", jump.User, jump.Port)
+	}
+	return ""
 }
 
 // remoteHelperOn starts a helper for srv in the mode of t.
@@ -77,18 +120,26 @@ func openWith(h *helper, extra map[string]any) *session {
 	return &session{h: h, id: id, stateDir: info.StateDir, prefix: info.IDPrefix}
 }
 
-// tramp names dir on the fixture's server by address.
-func tramp(srv *sshd.Server, dir string) string {
-	return fmt.Sprintf("/ssh:%s@127.0.0.1#%d:%s", srv.User, srv.Port, dir)
+// tramp names dir on the fixture's server by address (through its jump
+// host in a hop subtest).
+func tramp(srv *sshd.Server, dir string) string { return trampAt(srv, srv.Port, dir) }
+
+// trampAt names dir on port of 127.0.0.1 as srv's user, through srv's
+// jump host in a hop subtest.
+func trampAt(srv *sshd.Server, port int, dir string) string {
+	return fmt.Sprintf("/%sssh:%s@127.0.0.1#%d:%s", via(srv), srv.User, port, dir)
 }
 
-func targetOf(srv *sshd.Server) string {
-	return fmt.Sprintf("ssh:%s@127.0.0.1#%d", srv.User, srv.Port)
+// targetOf is the facts' target of srv: every hop, resolved.
+func targetOf(srv *sshd.Server) string { return targetAt(srv, srv.Port) }
+
+func targetAt(srv *sshd.Server, port int) string {
+	return fmt.Sprintf("%sssh:%s@127.0.0.1#%d", via(srv), srv.User, port)
 }
 
 func TestRemoteEchoAndExitCodes(t *testing.T) {
 	t.Parallel()
-	inModes(t, testRemoteEchoAndExitCodes)
+	inModesAndHop(t, testRemoteEchoAndExitCodes)
 }
 
 func testRemoteEchoAndExitCodes(t *testing.T) {
@@ -157,7 +208,7 @@ func testRemoteEchoAndExitCodes(t *testing.T) {
 
 func TestRemoteYieldThenPoll(t *testing.T) {
 	t.Parallel()
-	inModes(t, testRemoteYieldThenPoll)
+	inModesAndHop(t, testRemoteYieldThenPoll)
 }
 
 func testRemoteYieldThenPoll(t *testing.T) {
@@ -216,7 +267,7 @@ func testRemoteYieldThenPoll(t *testing.T) {
 
 func TestRemoteInput(t *testing.T) {
 	t.Parallel()
-	inModes(t, testRemoteInput)
+	inModesAndHop(t, testRemoteInput)
 }
 
 func testRemoteInput(t *testing.T) {
@@ -265,7 +316,7 @@ func testRemoteInput(t *testing.T) {
 // the termination stays the shell's exit.
 func TestRemoteLingeringDescendantsCleaned(t *testing.T) {
 	t.Parallel()
-	inModes(t, testRemoteLingeringDescendantsCleaned)
+	inModesAndHop(t, testRemoteLingeringDescendantsCleaned)
 }
 
 func testRemoteLingeringDescendantsCleaned(t *testing.T) {
@@ -294,7 +345,7 @@ func testRemoteLingeringDescendantsCleaned(t *testing.T) {
 
 func TestRemoteStopLeavesNoSurvivor(t *testing.T) {
 	t.Parallel()
-	inModes(t, testRemoteStopLeavesNoSurvivor)
+	inModesAndHop(t, testRemoteStopLeavesNoSurvivor)
 }
 
 func testRemoteStopLeavesNoSurvivor(t *testing.T) {
@@ -364,7 +415,7 @@ print while <$r>;
 // would cost.
 func TestRemoteZombieOnlyGroupSettlesAtOnce(t *testing.T) {
 	t.Parallel()
-	inModes(t, testRemoteZombieOnlyGroupSettlesAtOnce)
+	inModesAndHop(t, testRemoteZombieOnlyGroupSettlesAtOnce)
 }
 
 func testRemoteZombieOnlyGroupSettlesAtOnce(t *testing.T) {
@@ -406,7 +457,7 @@ func testRemoteZombieOnlyGroupSettlesAtOnce(t *testing.T) {
 // register nothing; the message says what known_hosts said.
 func TestRemoteHostKeyAndReachability(t *testing.T) {
 	t.Parallel()
-	inModes(t, testRemoteHostKeyAndReachability)
+	inModesAndHop(t, testRemoteHostKeyAndReachability)
 }
 
 func testRemoteHostKeyAndReachability(t *testing.T) {
@@ -441,7 +492,7 @@ func testRemoteHostKeyAndReachability(t *testing.T) {
 	}
 	closed := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	start["cwd"] = fmt.Sprintf("/ssh:%s@127.0.0.1#%d:/tmp", srv.User, closed)
+	start["cwd"] = trampAt(srv, closed, "/tmp")
 	e = h.wantError("exec/start", start, -32005, "unavailable")
 	if !strings.Contains(e.Message, strconv.Itoa(closed)) {
 		t.Fatalf("unreachable host: message %q does not name the port", e.Message)
@@ -472,7 +523,7 @@ func testRemoteHostKeyAndReachability(t *testing.T) {
 // aborts the start like any other before its yield.
 func TestRemoteConnectNeverBlocksTheHelper(t *testing.T) {
 	t.Parallel()
-	inModes(t, testRemoteConnectNeverBlocksTheHelper)
+	inModesAndHop(t, testRemoteConnectNeverBlocksTheHelper)
 }
 
 func testRemoteConnectNeverBlocksTheHelper(t *testing.T) {
@@ -494,7 +545,7 @@ func testRemoteConnectNeverBlocksTheHelper(t *testing.T) {
 	go func() {
 		var o obs
 		err := h.c.Call(context.Background(), "exec/start",
-			map[string]any{"sessionId": s.id, "command": "echo never", "cwd": fmt.Sprintf("/ssh:%s@127.0.0.1#%d:/tmp", srv.User, port), "env": map[string]string{"MEVEDEL_E2E": "1"}},
+			map[string]any{"sessionId": s.id, "command": "echo never", "cwd": trampAt(srv, port, "/tmp"), "env": map[string]string{"MEVEDEL_E2E": "1"}},
 			&o, jsonrpc2.PickID(jsonrpc2.ID{Str: "slow-host", IsString: true}))
 		if err != nil {
 			t.Error(err)
@@ -523,14 +574,14 @@ func testRemoteConnectNeverBlocksTheHelper(t *testing.T) {
 	case <-time.After(waitBound):
 		t.Fatal("the cancelled start got no reply")
 	}
-	if f := o.Facts; !o.Final || f.Termination != execution.Aborted || f.Pid != 0 || f.Target != fmt.Sprintf("ssh:%s@127.0.0.1#%d", srv.User, port) {
+	if f := o.Facts; !o.Final || f.Termination != execution.Aborted || f.Pid != 0 || f.Target != targetAt(srv, port) {
 		t.Fatalf("cancelled while connecting: %+v", o)
 	}
 }
 
 func TestRemoteSSHConfigAlias(t *testing.T) {
 	t.Parallel()
-	inModes(t, testRemoteSSHConfigAlias)
+	inModesAndHop(t, testRemoteSSHConfigAlias)
 }
 
 func testRemoteSSHConfigAlias(t *testing.T) {
@@ -544,12 +595,18 @@ func testRemoteSSHConfigAlias(t *testing.T) {
 		t.Fatal(err)
 	}
 	conf := fmt.Sprintf("Host %s\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n", sshd.Alias, srv.Port, srv.User, special)
+	cwd := "/ssh:" + sshd.Alias + ":"
+	if j, ok := jumps.Load(srv); ok {
+		// The jump host by an alias of its own, with the same key.
+		conf += fmt.Sprintf("Host jumphost\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n", j.(*sshd.Server).Port, srv.User, special)
+		cwd = "/ssh:jumphost|scp:" + sshd.Alias + ":"
+	}
 	if err := os.WriteFile(filepath.Join(sshDir, "config"), []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s, _ := openRemote(h)
 	dir := t.TempDir()
-	cwd := "/ssh:" + sshd.Alias + ":" + dir
+	cwd += dir
 	o := s.mustStart("pwd; echo $USER", map[string]any{"cwd": cwd})
 	f := o.Facts
 	if o.Output != dir+"\n"+srv.User+"\n" || f.Status != execution.StatusCompleted {

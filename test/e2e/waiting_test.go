@@ -190,7 +190,7 @@ func TestPipeModePromptsFailFast(t *testing.T) {
 }
 
 func TestRemoteTTYPromptIsReportedWaiting(t *testing.T) {
-	inModes(t, testRemoteTTYPromptIsReportedWaiting)
+	inModesAndHop(t, testRemoteTTYPromptIsReportedWaiting)
 }
 
 func testRemoteTTYPromptIsReportedWaiting(t *testing.T) {

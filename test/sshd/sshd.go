@@ -236,14 +236,52 @@ func (s *Server) writeClientHome() error {
 // KnownHostsPath is the client's known_hosts file.
 func (s *Server) KnownHostsPath() string { return filepath.Join(s.Home, ".ssh", "known_hosts") }
 
-// WriteKnownHosts replaces the client's known_hosts with one line for this
-// server's address and key (nil: an empty file).
+// WriteKnownHosts replaces this server's line in the client's
+// known_hosts with one for its address and key (nil: none); the lines of
+// other servers (Admit's) stay.
 func (s *Server) WriteKnownHosts(key ssh.PublicKey) error {
-	var line []byte
-	if key != nil {
-		line = []byte(fmt.Sprintf("[127.0.0.1]:%d %s", s.Port, ssh.MarshalAuthorizedKey(key)))
+	return writeKnownHost(s.KnownHostsPath(), s.Port, key)
+}
+
+func writeKnownHost(file string, port int, key ssh.PublicKey) error {
+	prefix := fmt.Sprintf("[127.0.0.1]:%d ", port)
+	old, err := os.ReadFile(file)
+	if err != nil && !os.IsNotExist(err) {
+		return err
 	}
-	return os.WriteFile(s.KnownHostsPath(), line, 0o600)
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(string(old), "\n") {
+		if l != "" && !strings.HasPrefix(l, prefix) {
+			b.WriteString(l)
+		}
+	}
+	if key != nil {
+		b.WriteString(prefix)
+		b.Write(ssh.MarshalAuthorizedKey(key))
+	}
+	return os.WriteFile(file, []byte(b.String()), 0o600)
+}
+
+// Admit lets the client of c (its HOME, as a helper uses it) log in to
+// s too: c's key is authorized here and s's host key is added to c's
+// known_hosts. A test reaches c through s as a jump host this way.
+func (s *Server) Admit(c *Server) error {
+	pub, err := os.ReadFile(c.ClientKey + ".pub")
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(s.dir, "authorized_keys"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(pub)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return writeKnownHost(c.KnownHostsPath(), s.Port, s.HostKey)
 }
 
 // Pid is the listening sshd's pid.
