@@ -630,15 +630,18 @@ func TestDaemonIdleExit(t *testing.T) {
 	}
 }
 
-// reachable copies the executable src where any user may run it.
+// reachable copies the executable src where any user may run it. The copy
+// is written by cp, not by this process: a child another parallel test
+// forks while this process holds the new file open for writing inherits
+// that descriptor until its own exec, and the copy's exec then fails with
+// "text file busy".
 func reachable(t *testing.T, src string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), filepath.Base(src))
-	data, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
+	if out, err := exec.Command("cp", src, bin).CombinedOutput(); err != nil {
+		t.Fatalf("copying %s: %v: %s", src, err, out)
 	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
+	if err := os.Chmod(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for dir := filepath.Dir(bin); dir != "/" && dir != os.TempDir(); dir = filepath.Dir(dir) {
