@@ -784,6 +784,20 @@ An error in CALLBACK is reported, never thrown at the queue."
         (with-temp-buffer (funcall callback value)))
     (error (message "mevedel-exec: error in callback: %s" (error-message-string err)))))
 
+(defun mevedel-execution--send-or-lost (conn lost &rest args)
+  "Send a request on CONN with ARGS for `jsonrpc--async-request-1'.
+A connection that died before Emacs read its end fails the write
+itself (the daemon was killed, say): that is a lost answer, so LOST
+is called and (nil) returned, as if the helper had died after the
+send.  Any other error is signalled."
+  (condition-case err
+      (apply #'jsonrpc--async-request-1 conn args)
+    (error
+     (if (process-live-p (jsonrpc--process conn))
+         (signal (car err) (cdr err))
+       (funcall lost)
+       (list nil)))))
+
 (cl-defun mevedel-execution--async (conn method params &key on-result on-error on-lost timeout now)
   "Send METHOD with PARAMS on CONN; return a handle for `mevedel-execution-abort'.
 PARAMS is the wire object (see `mevedel-execution--wire-params').
@@ -800,9 +814,18 @@ the process filter, which only this file's bookkeeping may ask."
                      (mevedel-execution--run-callback buffer callback value)
                    (mevedel-execution--defer
                     #'mevedel-execution--run-callback buffer callback value))))
+         (lost-why (lambda ()
+                     (if (mevedel-execution--daemon-conn-p conn)
+                         "the connection to the helper daemon was lost before it answered; if the daemon still runs, the command goes on there and its result comes through the mailbox"
+                       "the helper died before it answered")))
          (id-and-timer
-          (jsonrpc--async-request-1
-           conn method params
+          (mevedel-execution--send-or-lost
+           conn (lambda ()
+                  (let ((why (funcall lost-why)))
+                    (cond (on-lost (funcall hand on-lost why))
+                          (on-error (funcall hand on-error
+                                             (list :code -1 :kind "lost" :message why))))))
+           method params
            :success-fn
            (lambda (result)
              (when on-result
@@ -811,10 +834,7 @@ the process filter, which only this file's bookkeeping may ask."
            (lambda (error)
              (let ((err (mevedel-execution--error-plist error)))
                (if (and on-lost (eql (plist-get err :code) -1))
-                   (funcall hand on-lost
-                            (if (mevedel-execution--daemon-conn-p conn)
-                                "the connection to the helper daemon was lost before it answered; if the daemon still runs, the command goes on there and its result comes through the mailbox"
-                              "the helper died before it answered"))
+                   (funcall hand on-lost (funcall lost-why))
                  (when on-error
                    (funcall hand on-error err)))))
            :timeout-fn
