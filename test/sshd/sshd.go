@@ -192,12 +192,18 @@ LogLevel ERROR
 	}()
 	s.Port = port
 	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	// Ready once this sshd wrote its pid file (it does after binding) and
+	// the port answers. The port alone is not enough: when another test's
+	// sshd took the same free port first, this one exits and the probe
+	// would be answered by the other, which may be stopped at any time.
+	pidFile := filepath.Join(s.dir, "sshd.pid")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", s.Addr, time.Second)
-		if err == nil {
-			c.Close()
-			return nil
+		if b, err := os.ReadFile(pidFile); err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(cmd.Process.Pid) {
+			if c, err := net.DialTimeout("tcp", s.Addr, time.Second); err == nil {
+				c.Close()
+				return nil
+			}
 		}
 		select {
 		case <-s.done:
