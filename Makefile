@@ -7,7 +7,7 @@ LDFLAGS := -X github.com/mevedel/mevedel-exec/rpc.ServerVersion=$(VERSION)
 CMD     ?= echo "hello from mevedel-exec in $$PWD"; for i in 1 2 3; do echo "tick $$i"; sleep 1; done
 export MEVEDEL_EXEC_PROGRAM := $(CURDIR)/$(BIN)
 
-.PHONY: setup build run run-cli test test-go lint-go test-units test-elisp check bench bench-emacs bench-ack bench-oneshot clean
+.PHONY: setup build run run-cli test test-go lint-go test-units test-elisp check bench bench-emacs bench-ack bench-oneshot bench-first-output clean
 
 setup:
 	@scripts/setup.sh
@@ -80,6 +80,11 @@ bench-emacs: build
 # A yielded command's settlement to the facade's durable mailbox/ack.
 bench-ack: build
 	emacs --batch -Q -L elisp -l test/bench/emacs/ack.el
+
+# A command's first output on screen (emacs -nw under tmux): the facade's
+# shell command against compile, the same command, interleaved.
+bench-first-output: build
+	test/bench/emacs/tty.sh test/bench/emacs/firstoutput.el
 
 # Emacs's 10 ms heartbeat while run-one-shot waits for a 2 s command,
 # next to the same wait with a blocking call-process.

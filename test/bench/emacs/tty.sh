@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs an Emacs benchmark that needs redisplay in an `emacs -nw' on a
+# private tmux server, with a private HOME, and prints its report (the
+# file the benchmark writes to $MEVEDEL_BENCH_OUT before it exits).
+#
+#   test/bench/emacs/tty.sh test/bench/emacs/firstoutput.el
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+el=$1
+dir=$(mktemp -d)
+sock="$dir/tmux"
+trap 'tmux -S "$sock" kill-server 2>/dev/null; rm -rf "$dir"' EXIT
+mkdir -m 700 "$dir/home"
+out="$dir/report"
+tmux -S "$sock" new-session -d -x 120 -y 40 \
+  env HOME="$dir/home" MEVEDEL_BENCH_OUT="$out" MEVEDEL_BENCH_COMMAND="${MEVEDEL_BENCH_COMMAND:-}" MEVEDEL_EXEC_PROGRAM="$PWD/bin/mevedel-exec" \
+  emacs -nw -Q -L elisp -l "$el"
+# Bounded: a benchmark that hangs is reported with its last screen.
+for _ in $(seq 3000); do
+  if [ -s "$out" ] && ! tmux -S "$sock" has-session 2>/dev/null; then break; fi
+  sleep 0.1
+done
+if [ ! -s "$out" ]; then
+  echo "the benchmark wrote no report; its screen:" >&2
+  tmux -S "$sock" capture-pane -p >&2 || true
+  exit 1
+fi
+cat "$out"
+! grep -q '^error:' "$out"
