@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -65,6 +67,21 @@ func recoverStateDir(root string, onHost remoteKill) (*recovery, error) {
 // hold the open for long.
 const reclaimBudget = 3 * time.Second
 
+// reclaimLater bounds the background killing of what outlived the budget.
+const reclaimLater = time.Minute
+
+// ReclaimBudgetVar is a test hook: a duration that replaces reclaimBudget,
+// so a test can make an open give up at once and see the leftovers
+// killed from the background as a loaded machine would.
+const ReclaimBudgetVar = "MEVEDEL_EXEC_TEST_RECLAIM_BUDGET"
+
+func reclaimBudgetNow() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(ReclaimBudgetVar)); err == nil {
+		return d
+	}
+	return reclaimBudget
+}
+
 // remoteKill reclaims a lost execution's leftovers on an SSH host; see
 // Manager.reclaimRemote.
 type remoteKill func(cwd string, l *transcript.Leader, tag string, deadline time.Time) string
@@ -83,7 +100,7 @@ func openJournal(l statedir.Layout, onHost remoteKill) (*recovery, error) {
 	}
 	rec := &recovery{journal: j, recovered: []Facts{}, owners: map[string]string{}}
 	logs := spool.NewDir(l.Root)
-	deadline := time.Now().Add(reclaimBudget)
+	deadline := time.Now().Add(reclaimBudgetNow())
 	var settled []Facts
 	var foreign []string // ids that are not execution ids: never used for a path or a tag
 	for _, r := range j.Latest() {
@@ -296,7 +313,7 @@ func reclaim(id, cwd string, l *transcript.Leader, deadline time.Time, onHost re
 		}
 		return out
 	}
-	for ps := left(); len(ps) > 0 && time.Now().Before(deadline); ps = left() {
+	kill := func(ps []process.Info) {
 		if pgid := proven(); pgid > 0 {
 			// The leader is alive, so the group is still the one it leads.
 			_ = unix.Kill(-pgid, unix.SIGKILL)
@@ -309,17 +326,50 @@ func reclaim(id, cwd string, l *transcript.Leader, deadline time.Time, onHost re
 				refused[p.Pid] = true
 			}
 		}
+	}
+	for ps := left(); len(ps) > 0 && time.Now().Before(deadline); ps = left() {
+		kill(ps)
 		// Nothing tells us when a signalled process is gone: we are not
 		// its parent. Look again shortly, within the deadline.
 		time.Sleep(probeMax)
 	}
-	survivors := len(left()) + len(refused)
+	remaining := left()
+	if len(remaining) > 0 {
+		// The open does not wait longer, but the leftovers are not left:
+		// on a machine too loaded to see them die within the budget,
+		// they are killed from the background until they are gone. It
+		// has its own record of what refused, not the one read below.
+		pgid, skip := proven(), maps.Clone(refused)
+		go func() {
+			end := time.Now().Add(reclaimLater)
+			for ps := remaining; len(ps) > 0 && time.Now().Before(end); {
+				if pgid > 0 {
+					_ = unix.Kill(-pgid, unix.SIGKILL)
+				}
+				for _, p := range ps {
+					if unix.Kill(p.Pid, unix.SIGKILL) == unix.EPERM {
+						skip[p.Pid] = true
+					}
+				}
+				time.Sleep(probeMax)
+				ps = nil
+				for _, p := range process.Members(pgid, tag, l.StartTime) {
+					if !skip[p.Pid] {
+						ps = append(ps, p)
+					}
+				}
+			}
+		}()
+	}
 	var parts []string
 	if n := len(killed); n > 0 {
 		parts = append(parts, fmt.Sprintf("its %d leftover processes were killed", n))
 	}
-	if survivors > 0 {
-		parts = append(parts, fmt.Sprintf("%d of its processes could not be killed", survivors))
+	if n := len(remaining); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d of them were still alive when the session opened and are killed in the background", n))
+	}
+	if n := len(refused); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d of its processes could not be killed", n))
 	}
 	if stranger {
 		parts = append(parts, fmt.Sprintf("pid %d now belongs to another process and was not signalled", l.Pid))

@@ -356,3 +356,31 @@ func TestPendingDeliverySurvivesAHelperCrash(t *testing.T) {
 		t.Fatalf("delivered %d times after its ack, want once: %+v", len(ds), ds)
 	}
 }
+
+// An open whose budget for killing a crashed helper's leftovers runs out
+// (a machine too loaded to see them die in time; here the budget is made
+// nil) still leaves nothing: they are killed from the background, and
+// the recovered facts say so.
+func TestLeftoversPastTheReclaimBudgetAreStillKilled(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "state")
+	h1 := startHelper(t)
+	s1 := h1.openAt(dir, nil)
+	o := s1.mustStart(`(echo "pid $BASHPID"; exec sleep 1000) | (read x; echo "$x"; echo "pid $BASHPID"; echo both; exec sleep 1001)`, map[string]any{"yieldMs": 0})
+	out := s1.observeUntil(o, "both")
+	f := h1.waitState(o.Facts.ExecutionID, execution.Running)
+	pids := append([]int{f.Pid}, pidsIn(out)...)
+	s1.checkpoint()
+	h1.kill()
+	h2 := startHelper(t, withEnv(execution.ReclaimBudgetVar+"=0s"))
+	var info execution.SessionInfo
+	h2.mustCall("session/open", map[string]any{"sessionId": "again", "stateDir": dir}, &info)
+	if len(info.Recovered) != 1 || !strings.Contains(info.Recovered[0].Reason, "killed in the background") {
+		t.Fatalf("recovered %+v", info.Recovered)
+	}
+	for _, p := range pids {
+		if !testsupport.WaitGone(p, waitBound) {
+			t.Errorf("pid %d outlived the open's background reclaim", p)
+		}
+	}
+}
