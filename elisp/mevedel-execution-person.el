@@ -336,10 +336,8 @@ stopped first, after asking.  Return the buffer."
   (let ((old (get-buffer mevedel-execution-compilation-buffer-name)))
     (when old
       (with-current-buffer old
-        (let ((facts mevedel-execution-spool--facts))
-          (when (and facts (member (plist-get facts :state) '("queued" "running" "stopping"))
-                     (car mevedel-execution-spool--source)
-                     (mevedel-execution-session-open-p (car mevedel-execution-spool--source)))
+        (let ((facts (mevedel-execution-spool-running-facts)))
+          (when facts
             (unless (yes-or-no-p (format "A build is running (%s); stop it? "
                                          (mevedel-execution-describe facts)))
               (user-error "The running build goes on"))

@@ -116,6 +116,18 @@ of the log it holds, TOTAL the log's size when last read.")
 (defvar-local mevedel-execution-spool--facts nil
   "The latest facts known of the execution shown, or nil.")
 
+(defun mevedel-execution-spool-running-facts (&optional buffer)
+  "Return the facts of the command BUFFER shows while it may still run.
+That is while it is queued, running or stopping in a session that is
+open; otherwise nil.  BUFFER defaults to the current buffer."
+  (with-current-buffer (or buffer (current-buffer))
+    (let ((facts mevedel-execution-spool--facts)
+          (session (car mevedel-execution-spool--source)))
+      (and facts session
+           (member (plist-get facts :state) '("queued" "running" "stopping"))
+           (mevedel-execution-session-open-p session)
+           facts))))
+
 (defvar-local mevedel-execution-spool--tailing nil
   "Non-nil while the buffer ends where the log ended when last read.
 Only such a buffer follows the log; the log's size may have grown

@@ -155,8 +155,8 @@ Return its execution id; its result goes to the mailbox."
   "Return the current Observation of ID in SESSION, seen by the user.
 The user's view never counts as the model reading the result, so
 it changes nothing about wakes."
-  (mevedel-execution--call
-   (mevedel-execution--ensure session) 'exec/observe
+  (mevedel-execution-call
+   (mevedel-execution-ensure-session session) 'exec/observe
    (list :sessionId (mevedel-execution-session-id session) :as "user" :executionId id)))
 
 (defun mevedel-execution-mailbox-test--wait-consumed (session id seen)
@@ -300,7 +300,7 @@ on return."
     (mevedel-execution--dispatch-notification
      mevedel-execution--current 'exec/changed
      (list :sessionId session-id :changed (vconcat gone live))))
-  (mevedel-execution--drain))
+  (mevedel-execution-drain))
 
 (defun mevedel-execution-panel-test--wait-gone (id what)
   "Wait until the current panel has no row ID; WHAT names the wait.
