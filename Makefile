@@ -57,13 +57,16 @@ test-units: setup lint-go
 	$(RACE_EXIT) $(GO) test -race -count=1 -parallel 4 $(SLOW_UNITS) \
 	  $$($(GO) list ./... | grep -v -e /test/e2e$$ $(patsubst ./%,-e /%$$,$(SLOW_UNITS)))
 
-# Byte-compiling must give no warning at all (--strict); the ERT suite runs
+# Byte-compiling must give no warning at all (--strict), nor linting; the ERT suite runs
 # against the real helper, built with -tags strict so that an illegal state
 # move panics there as in every other test build.
 test-elisp: setup
 	$(GO) build -tags strict -ldflags "$(LDFLAGS)" -o bin/mevedel-exec-strict ./cmd/mevedel-exec
 	eask compile --strict
 	rm -f elisp/*.elc
+	# The linters the package ecosystem runs: package-lint, checkdoc,
+	# check-declare (Debian's elpa-package-lint, found without network).
+	scripts/lint-elisp.sh
 	# All files in one Emacs too: a name two files define differently
 	# (a class and an option) shows only there.
 	emacs -Q --batch -L elisp --eval '(setq byte-compile-error-on-warn t)' -f batch-byte-compile elisp/*.el

@@ -276,7 +276,7 @@ when it refused, or nil when it died."
 
 (defun mevedel-execution-write-user (session id chars &optional callback)
   "Type CHARS into execution ID in SESSION (it needs a terminal).
-A lone Ctrl-C (\"\\C-c\") interrupts any execution.  CALLBACK, if
+A lone Ctrl-C character (code 3) interrupts any execution.  CALLBACK, if
 given, receives the Observation that follows the input."
   (unless (and (stringp chars) (not (string-empty-p chars)))
     (signal 'wrong-type-argument (list 'stringp chars)))

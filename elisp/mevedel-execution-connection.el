@@ -36,7 +36,7 @@
 ;;;; Options
 
 (defcustom mevedel-execution-program "mevedel-exec"
-  "The mevedel-exec helper: a file name, or a command on `exec-path'.
+  "The mevedel-exec helper: a file name, or a command on the variable `exec-path'.
 When it cannot be found, the helper installed by
 `mevedel-execution-install-helper' is used."
   :type 'string
@@ -216,7 +216,7 @@ With the helper daemon, its log file."
     (display-buffer buffer)))
 
 (cl-defmethod initialize-instance :after ((conn mevedel-execution-rpc-connection) &optional _slots)
-  "Note in `mevedel-execution--in-filter' when CONN's process filter runs.
+  "Note in `mevedel-execution--in-filter' while CONN's process filter is running.
 Without event logging nothing of CONN reaches a visible events
 buffer, and jsonrpc's own exit banner stays out of the echo area
 \(and out of a batch Emacs's output): deaths are reported here."
@@ -278,7 +278,7 @@ Unlike `mevedel-execution-connect', it starts nothing."
       (mevedel-execution--start-helper))))
 
 (defun mevedel-execution--daemon-socket (program)
-  "Start PROGRAM's daemon unless it runs; return its socket's file name."
+  "Start PROGRAM's daemon unless one is running; return its socket's file name."
   (with-temp-buffer
     (let ((status (call-process program nil t nil "daemon")))
       (goto-char (point-max))
@@ -521,7 +521,7 @@ process filter, where waiting would corrupt the stream, it signals
                (list (format "%s: %s" method (plist-get err :message)) err))))))
 
 (defun mevedel-execution--dispatch-request (_conn method _params)
-  "Answer a request from the helper; it sends none today."
+  "Answer the request METHOD from the helper; it sends none today."
   (jsonrpc-error :code -32601 :message (format "method not found: %s" method)))
 
 (defun mevedel-execution--dispatch-notification (conn method params)

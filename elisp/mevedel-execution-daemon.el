@@ -45,7 +45,7 @@ Interactively, offer to restart it when nothing runs in it."
                          (plist-get status :sessions)))))
 
 (defun mevedel-execution--offer-daemon-restart ()
-  "Offer to restart a daemon of another version, if nothing runs in it."
+  "Offer to restart a daemon of another version while nothing is running in it."
   (let ((conn (mevedel-execution-current-connection)))
     (when (and mevedel-execution--daemon-mismatch conn (jsonrpc-running-p conn)
                (zerop (condition-case nil (mevedel-execution-daemon-live-count conn) (error 1)))
@@ -55,7 +55,7 @@ Interactively, offer to restart it when nothing runs in it."
       (mevedel-execution-restart-daemon))))
 
 (defun mevedel-execution-restart-daemon ()
-  "Restart the helper daemon once nothing runs in it, and reattach.
+  "Restart the helper daemon once nothing is running in it, and reattach.
 A daemon of another version than this Emacs's helper is replaced
 by this one; every open session is opened again on the new one.
 Refused while anything runs in the daemon, for any client."
@@ -75,7 +75,7 @@ The waits between them double from half a second; after the last,
 the next call tries again.")
 
 (defun mevedel-execution-daemon-schedule-reconnect (try)
-  "Reconnect to the daemon from a timer, for the TRY-th time (0 first)."
+  "Reconnect to the daemon from a timer; TRY counts the attempts from 0."
   (when (< try mevedel-execution--reconnect-tries)
     (run-at-time (* 0.5 (expt 2 (max 0 (1- try)))) nil
                  #'mevedel-execution--reconnect try)))

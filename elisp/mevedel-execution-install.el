@@ -27,7 +27,8 @@
 
 (defconst mevedel-execution--source-file
   (or load-file-name (bound-and-true-p byte-compile-current-file) buffer-file-name)
-  "Where this file was loaded from; in a checkout, the helper's sources are above it.")
+  "Where this file was loaded from.
+In a checkout, the helper's sources are above it.")
 
 (defun mevedel-execution--source-directory ()
   "Return the helper's source tree (the directory holding go.mod), or nil."
@@ -51,7 +52,7 @@
                               program))))))
 
 (defun mevedel-execution-program-version (program)
-  "Return the version PROGRAM says it is, or nil."
+  "Return PROGRAM's own version (from its --version), or nil."
   (with-temp-buffer
     (when (eql 0 (ignore-errors (call-process program nil t nil "--version")))
       (goto-char (point-min))

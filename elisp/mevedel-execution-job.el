@@ -291,9 +291,11 @@ Return a handle for `mevedel-execution-abort'."
                                                additional-permissions sandbox-permissions
                                                session owner)
   "Run the argv list COMMAND to its end and return its terminal facts.
-The arguments and the facts are those of
-`mevedel-execution-start-one-shot'.  The wait runs timers and process
-output; \\[keyboard-quit] stops the command in the helper and quits."
+NAME, COMMAND, WORKDIR, WRITABLE-ROOTS, TIMEOUT,
+ADDITIONAL-PERMISSIONS, SANDBOX-PERMISSIONS, SESSION and OWNER, and
+the facts, are those of `mevedel-execution-start-one-shot'.  The
+wait runs timers and process output; \\[keyboard-quit] stops the
+command in the helper and quits."
   (pcase-let ((`(,job . ,params)
                (mevedel-execution--one-shot-job
                 :name name :command command :workdir workdir :writable-roots writable-roots
@@ -434,8 +436,9 @@ around FORM are left out when they can be found."
   "Evaluate FORM in a fresh `emacs --batch -Q' run by the helper.
 FORM is a form (evaluated with lexical binding), or a string, the
 name of a file to load.  The child is the same Emacs as this one
-\(`invocation-directory', `invocation-name'), started with -L for
-each directory of LOAD-PATH, as a one-shot of kind \"eval\" in a
+\(the variable `invocation-directory', the variable
+`invocation-name'), started with -L for each directory of
+LOAD-PATH, as a one-shot of kind \"eval\" in a
 scratch directory, as OWNER (default the root owner) of SESSION
 \(nil: the only open session).  TIMEOUT, in seconds, stops it.
 

@@ -4,7 +4,6 @@
 
 ;; Author: The mevedel-exec developers
 ;; Version: 0.1.0
-;; Package-Requires: ((emacs "28.1"))
 ;; Keywords: processes, tools
 ;; URL: https://github.com/mevedel/mevedel-exec
 
@@ -380,7 +379,7 @@ the inspector (\\<mevedel-execution-panel-mode-map>\\[mevedel-execution-panel-in
     (mevedel-execution-panel--redraw)))
 
 (defun mevedel-execution-panel--hidden-check (_frame)
-  "Stop the clock of panels no window shows any more."
+  "Stop the clock of panels that are in no window any more."
   (dolist (buffer (buffer-list))
     (when (buffer-local-value 'mevedel-execution-panel--timer buffer)
       (with-current-buffer buffer
@@ -419,7 +418,7 @@ A finished one ran for its wall time."
   (file-size-human-readable (or bytes 0) 'iec " " "B"))
 
 (defun mevedel-execution-panel--kind (facts)
-  "Return what the execution of FACTS is, as the helper says in their kind.
+  "Return what the execution of FACTS is, from the kind the helper gave it.
 \"monitor\" for a monitor's execution, \"command\" for managed Bash,
 else the kind itself: \"one-shot\", \"helper\" or \"eval\"."
   (let ((kind (plist-get facts :kind)))
@@ -895,7 +894,7 @@ A row that starts waiting for input is also said in the echo area
       (mevedel-execution-panel--redraw))))
 
 (defun mevedel-execution-panel--watching-p (session-id execution-id)
-  "Return non-nil if a panel on screen shows EXECUTION-ID of SESSION-ID live.
+  "Return non-nil if EXECUTION-ID of SESSION-ID is live in a panel on screen.
 For `mevedel-execution-watching-functions'."
   (cl-some (lambda (buffer)
              (with-current-buffer buffer
@@ -1239,7 +1238,7 @@ none (an inspector line, say)."
 ;;;; Listening ports
 
 (defun mevedel-execution-panel--local-p (facts)
-  "Return non-nil if the execution of FACTS runs on this machine."
+  "Return non-nil if the execution of FACTS is on this machine."
   (member (or (plist-get facts :target) "local") '("local")))
 
 (defun mevedel-execution-panel--read-port (facts)

@@ -4,7 +4,6 @@
 
 ;; Author: The mevedel-exec developers
 ;; Version: 0.1.0
-;; Package-Requires: ((emacs "28.1"))
 ;; Keywords: processes, tools
 ;; URL: https://github.com/mevedel/mevedel-exec
 
@@ -129,7 +128,7 @@ Newest first; what was dismissed is not among them."
   "The most characters of a label an announcement shows.")
 
 (defun mevedel-execution-person--what (facts)
-  "Return what the execution of FACTS is and its command, as a person reads it.
+  "Return what the execution of FACTS is and its command, in a person's words.
 It is the execution's label, or else what the person ran it with
 \(\"Command\", \"Compile\"), then the command as typed, in quotes
 that need no escaping: Compile `make -k'."
@@ -145,14 +144,14 @@ that need no escaping: Compile `make -k'."
             (if (string-empty-p command) "" (format-message " `%s'" command)))))
 
 (defun mevedel-execution-ending-text (facts)
-  "Return the sentence that says how the execution of FACTS ended.
+  "Return the sentence telling how the execution of FACTS ended.
 Compile `make -k' failed (exit code 2)."
   (concat (mevedel-execution-person--what facts) " "
           (mevedel-execution-transcript-ending-words
            (plist-get facts :status) (plist-get facts :exit-code) (plist-get facts :signal))))
 
 (defun mevedel-execution-waiting-text (facts)
-  "Return the sentence that says the execution of FACTS waits for input.
+  "Return the sentence telling that the execution of FACTS waits for input.
 Command `read -p Password: pw' is waiting for input: Password:"
   (let ((prompt (mevedel-execution-transcript-clean (or (plist-get facts :prompt) "") 80)))
     (concat (mevedel-execution-person--what facts)

@@ -388,7 +388,7 @@ a `user-error' when there is none of these."
                     (mevedel-execution-session-id session) (error-message-string err))))))))
 
 (defun mevedel-execution-close-session (session)
-  "Close SESSION: stop what runs in it and forget it; its logs stay on disk.
+  "Close SESSION: stop what is running in it, forget it; its logs stay on disk.
 Interactively, read the session (the current buffer's by default)
 and ask first when commands still run in it.  Return the number
 of commands that were running."
@@ -516,7 +516,7 @@ the default."
                     mevedel-execution--sessions))
 
 (defun mevedel-execution--live-count (sessions)
-  "Return how many executions run in SESSIONS, as their helper says.
+  "Return how many executions are running in SESSIONS, by their helper's count.
 A session whose helper does not answer counts for none."
   (let ((n 0))
     (dolist (s sessions n)

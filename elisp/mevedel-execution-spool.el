@@ -4,7 +4,6 @@
 
 ;; Author: The mevedel-exec developers
 ;; Version: 0.1.0
-;; Package-Requires: ((emacs "28.1"))
 ;; Keywords: processes, tools
 ;; URL: https://github.com/mevedel/mevedel-exec
 
@@ -63,7 +62,8 @@ choose the authority."
 GLOB (default \"executions/*.log\") or ADDRESSES say which logs.
 At most MAX-MATCHES matches (200 by default), with CONTEXT lines
 around each.  Return a plist (:matches (...) :truncated BOOL); each
-match is (:address :line :text), context lines add :context t."
+match is (:address :line :text), context lines add :context t.
+OWNER or AS-USER choose the authority."
   (mevedel-execution-request
    session 'spool/grep
    (append (list :pattern pattern :glob glob
@@ -74,7 +74,8 @@ match is (:address :line :text), context lines add :context t."
 
 (cl-defun mevedel-execution-spool-glob (session &key pattern owner as-user)
   "Return the addresses of SESSION's logs matching PATTERN.
-PATTERN is a logical glob, \"executions/*.log\" by default."
+PATTERN is a logical glob, \"executions/*.log\" by default.  OWNER
+or AS-USER choose the authority."
   (plist-get (mevedel-execution-request
               session 'spool/glob
               (append (list :pattern pattern)
@@ -117,7 +118,7 @@ of the log it holds, TOTAL the log's size when last read.")
   "The latest facts known of the execution shown, or nil.")
 
 (defun mevedel-execution-spool-running-facts (&optional buffer)
-  "Return the facts of the command BUFFER shows while it may still run.
+  "Return the facts of BUFFER's command while it may still run.
 That is while it is queued, running or stopping in a session that is
 open; otherwise nil.  BUFFER defaults to the current buffer."
   (with-current-buffer (or buffer (current-buffer))
@@ -272,13 +273,13 @@ A settled execution shows its status and exit code (or signal):
        " · ")))))
 
 (defun mevedel-execution-spool--one-line (text)
-  "Return TEXT with its runs of whitespace made one space."
+  "Return TEXT with each stretch of whitespace made one space."
   (string-trim (replace-regexp-in-string "[ \t\n\r]+" " " text)))
 
 ;;;;; Putting text in
 
 (defun mevedel-execution-spool--carriage-motion (start end)
-  "Make the carriage returns between START and END act as a terminal's.
+  "Make each carriage return between START and END act as on a terminal.
 CR LF is a newline; a lone CR goes back to the start of its line,
 so what follows it replaces the line, as comint shows progress bars."
   (save-excursion
@@ -348,7 +349,7 @@ log, at no cost."
 ;;;;; Pages
 
 (defun mevedel-execution-spool--show (session address offset &optional align follow)
-  "Show the page of ADDRESS in SESSION that starts at byte OFFSET.
+  "Show the page of ADDRESS in SESSION beginning at byte OFFSET.
 ALIGN non-nil says OFFSET may fall inside a line: the page then
 starts at the next line.  FOLLOW non-nil says the page is the
 log's last: what is written after it is followed."
@@ -486,7 +487,9 @@ Older facts than those held are ignored."
       (mevedel-execution-spool--follow))))
 
 (defun mevedel-execution-spool--follow ()
-  "Read the output past this buffer's end, if it shows the end and there is more."
+  "Read the output past this buffer's end, if it ends where the log did.
+Only a buffer that showed the log's end follows it, and only when
+there is more."
   (pcase-let ((`(,session ,address ,start ,_total ,length) mevedel-execution-spool--source))
     (let ((size (plist-get mevedel-execution-spool--facts :output-bytes))
           (end (and start (+ start length)))
@@ -643,7 +646,7 @@ For when no chunk boundary is near enough to cut at."
     (cons session mevedel-execution-spool--execution-id)))
 
 (defun mevedel-execution-spool-stop ()
-  "Stop the command whose output this buffer shows."
+  "Stop the command whose output is in this buffer."
   (interactive)
   (pcase-let ((`(,session . ,id) (mevedel-execution-spool--session-and-id))
               (name (mevedel-execution-describe mevedel-execution-spool--facts)))
@@ -659,7 +662,7 @@ For when no chunk boundary is near enough to cut at."
     (message "mevedel-exec: stopping \"%s\"..." name)))
 
 (defun mevedel-execution-spool-interrupt ()
-  "Send Ctrl-C to the command whose output this buffer shows."
+  "Send Ctrl-C to the command whose output is in this buffer."
   (interactive)
   (pcase-let ((`(,session . ,id) (mevedel-execution-spool--session-and-id)))
     (mevedel-execution-request-async
