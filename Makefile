@@ -7,7 +7,7 @@ LDFLAGS := -X github.com/mevedel/mevedel-exec/rpc.ServerVersion=$(VERSION)
 CMD     ?= echo "hello from mevedel-exec in $$PWD"; for i in 1 2 3; do echo "tick $$i"; sleep 1; done
 export MEVEDEL_EXEC_PROGRAM := $(CURDIR)/$(BIN)
 
-.PHONY: setup build run run-cli test test-go lint-go test-units test-elisp check bench bench-emacs bench-ack bench-oneshot clean
+.PHONY: setup build package run run-cli test test-go lint-go test-units test-elisp check bench bench-emacs bench-ack bench-oneshot clean
 
 setup:
 	@scripts/setup.sh
@@ -18,6 +18,11 @@ build: setup
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/mevedel-exec
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)-linux-amd64 ./cmd/mevedel-exec
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)-linux-arm64 ./cmd/mevedel-exec
+
+# The Emacs package as `package-install-file' takes it:
+# dist/mevedel-execution-VERSION.tar (Emacs's own package.el builds it).
+package:
+	emacs -Q --batch -l scripts/package.el dist
 
 # A scripted Emacs session through the facade: what a user would see.
 run: build
@@ -90,4 +95,4 @@ bench-oneshot: build
 	emacs --batch -Q -L elisp -l test/bench/emacs/oneshot.el
 
 clean:
-	rm -rf bin elisp/*.elc
+	rm -rf bin dist elisp/*.elc

@@ -118,7 +118,10 @@ functions of this package.  Until one returns, nothing after it runs.")
    (daemon
     :initarg :daemon
     :initform nil
-    :documentation "Non-nil for a connection to the helper daemon's socket."))
+    :documentation "Non-nil for a connection to the helper daemon's socket.")
+   (version
+    :initform nil
+    :documentation "The version the helper said it is at the handshake."))
   :documentation "A JSON-RPC connection to one mevedel-exec helper.")
 
 ;;;; Handing messages to Lisp
@@ -346,7 +349,7 @@ the helper daemon, starting it first when none runs."
                      (mevedel-execution-to-wire
                       'initialize
                       (list :client-name "mevedel-execution.el"
-                            :client-version "0.1.0"
+                            :client-version mevedel-execution-package-version
                             :protocol-version mevedel-execution-protocol-version)))
                   (error
                    (mevedel-execution-kill-connection conn)
@@ -358,9 +361,15 @@ the helper daemon, starting it first when none runs."
                 (list (format "helper %s speaks protocol %s, this package speaks %s"
                               program (plist-get info :protocol-version)
                               mevedel-execution-protocol-version))))
+      (oset conn version (plist-get info :server-version))
       (when socket
         (mevedel-execution-daemon-check-version program info)))
     conn))
+
+(defun mevedel-execution-running-version ()
+  "Return the version of the running helper, or nil if there is none."
+  (let ((conn mevedel-execution--current))
+    (and conn (jsonrpc-running-p conn) (oref conn version))))
 
 (defun mevedel-execution-kill-connection (conn)
   "Stop CONN's helper process without ceremony."

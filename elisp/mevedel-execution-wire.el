@@ -43,6 +43,9 @@
 ;; in `mevedel-execution-wire-params'.  test/golden/wire.json, which the
 ;; Go tests write, lets the ERT suite check both against the helper.
 
+(defconst mevedel-execution-package-version "0.1.0"
+  "The version of this package, as its main file's header says.")
+
 (defconst mevedel-execution-protocol-version 1
   "The version of the helper's wire protocol this package speaks.")
 

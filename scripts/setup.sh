@@ -22,6 +22,10 @@ command -v bwrap >/dev/null || need_pkgs+=(bubblewrap)
 # directory of Emacs packages, so Eask finds it without a network.
 compgen -G '/usr/share/emacs/site-lisp/elpa/package-lint-[0-9]*' >/dev/null ||
   need_pkgs+=(elpa-package-lint)
+# use-package (built in from Emacs 29): the install test runs the README's
+# use-package snippet in a person's Emacs.
+emacs --batch --eval '(kill-emacs (if (locate-library "use-package") 0 1))' >/dev/null 2>&1 ||
+  need_pkgs+=(elpa-use-package)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "setup: missing ${need_pkgs[*]}; install them (apt-get install ${need_pkgs[*]}) or run as root" >&2

@@ -33,6 +33,9 @@
     ((or 'string 'file) (list "mevedel-settings-test"))
     ('directory (list "/tmp/mevedel-settings-test/"))
     (`(repeat string) (list '("mevedel" "settings")))
+    ;; A simple type with keyword arguments: (directory :tag "...").
+    (`(,(and simple (pred symbolp)) ,(pred keywordp) . ,_)
+     (mevedel-execution-settings-test--other simple default))
     (`(choice . ,alternatives)
      (cl-loop for alt in alternatives
               for other = (pcase alt
