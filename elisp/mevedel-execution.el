@@ -88,6 +88,25 @@
 (require 'mevedel-execution-bash)
 (require 'mevedel-execution-job)
 
+;;;; M-x
+
+;; After a command typed in full at M-x, Emacs looks for a shorter
+;; abbreviation to suggest (`extended-command-suggest-shorter'), in a
+;; timer that runs before the next redisplay.  For names as long as
+;; this package's (`mevedel-execution-shell-command') that search costs
+;; 1.5 to 3 s of CPU, during which Emacs reads no process output and
+;; redraws nothing: a command's first output stayed off screen that
+;; long after every M-x.  It is skipped for this package's commands.
+
+(defun mevedel-execution--suggest-shorter-p (name _typed)
+  "Return nil for NAME of this package: Emacs then suggests nothing.
+For `execute-extended-command--shorter', whose search costs seconds
+for names this long."
+  (not (string-prefix-p "mevedel-execution" name)))
+
+(advice-add 'execute-extended-command--shorter :before-while
+            #'mevedel-execution--suggest-shorter-p)
+
 ;;;; The sister files' entry points
 
 ;; Reachable after (require 'mevedel-execution) alone: the other files
