@@ -115,6 +115,15 @@ nil never redraws on a clock."
 (defvar-local mevedel-execution-panel--marked nil
   "Ids of the marked rows.")
 
+(defvar-local mevedel-execution-panel--dismissed nil
+  "Dismissals \\<mevedel-execution-panel-mode-map>\\[mevedel-execution-panel-unmark] can undo, newest first.
+Each is (FACTS-LIST . REMEMBERED): the facts of the rows one
+dismissal removed, and the ids among them the person's finished
+work held (`mevedel-execution-finished-work').")
+
+(defconst mevedel-execution-panel--undo-limit 20
+  "How many dismissals a panel can undo.")
+
 (defvar-local mevedel-execution-panel--expanded nil
   "Ids of the executions whose inspector is open.")
 
@@ -152,6 +161,7 @@ Each value is a plist (:bytes N :lines LIST :error STRING :pending BOOL).")
     (define-key map (kbd "m") #'mevedel-execution-panel-mark)
     (define-key map (kbd "u") #'mevedel-execution-panel-unmark)
     (define-key map (kbd "U") #'mevedel-execution-panel-unmark-all)
+    (define-key map [remap undo] #'mevedel-execution-panel-undo-dismiss)
     (define-key map (kbd "w") #'mevedel-execution-panel-browse)
     (define-key map (kbd "!") #'mevedel-execution-shell-command)
     (define-key map (kbd "h") #'mevedel-execution-panel-history)
@@ -175,6 +185,7 @@ Each value is a plist (:bytes N :lines LIST :error STRING :pending BOOL).")
     "---"
     ["Dismiss finished row" mevedel-execution-panel-dismiss]
     ["Dismiss all finished" mevedel-execution-panel-dismiss-finished]
+    ["Undo the last dismissal" mevedel-execution-panel-undo-dismiss]
     ["Refresh" mevedel-execution-panel-refresh]
     "---"
     ["Run a command..." mevedel-execution-shell-command]
@@ -1023,9 +1034,23 @@ They may have ended before it opened; newest first, within the limit."
                                     (mevedel-execution-finished-work
                                      mevedel-execution-panel--session-id)))))
     (setq mevedel-execution-panel--finished
-          (seq-take (sort all (lambda (a b) (string> (or (plist-get a :ended-at) "")
-                                                     (or (plist-get b :ended-at) ""))))
+          (seq-take (mevedel-execution-panel--sort-finished all)
                     mevedel-execution-panel-finished-limit))))
+
+(defun mevedel-execution-panel--on-finished-work (session-id facts)
+  "Show FACTS, a person's command of SESSION-ID that ended, in its open panels.
+Those the panel kept as it settled are there already."
+  (dolist (buffer (buffer-list))
+    (with-current-buffer buffer
+      (when (and (derived-mode-p 'mevedel-execution-panel-mode)
+                 (equal mevedel-execution-panel--session-id session-id)
+                 (not mevedel-execution-panel--closed)
+                 (not (mevedel-execution-panel--facts (mevedel-execution-panel--id facts))))
+        (mevedel-execution-panel--adopt-finished)
+        (mevedel-execution-panel--show mevedel-execution-panel--live
+                                       mevedel-execution-panel--gone)))))
+
+(add-hook 'mevedel-execution-finished-work-functions #'mevedel-execution-panel--on-finished-work)
 
 (defun mevedel-execution-panel--revert (&rest _)
   "The `revert-buffer-function' of the panel: refresh it."
@@ -1160,30 +1185,89 @@ With a prefix argument FROM-END, start at its last page."
      (mevedel-execution-spool-open-output
       (mevedel-execution-panel--live-session) id from-end facts))))
 
+(defun mevedel-execution-panel--sort-finished (facts-list)
+  "Return FACTS-LIST, finished rows, newest end first."
+  (sort facts-list (lambda (a b) (string> (or (plist-get a :ended-at) "")
+                                          (or (plist-get b :ended-at) "")))))
+
+(defun mevedel-execution-panel--dismiss-ids (ids)
+  "Remove the finished rows IDS, kept for an undo to bring back."
+  (let ((gone (cl-remove-if-not (lambda (f) (member (mevedel-execution-panel--id f) ids))
+                                mevedel-execution-panel--finished)))
+    (when gone
+      ;; With which of them a panel opened later would show, to be
+      ;; remembered again on an undo.
+      (push (cons gone (cl-loop for f in (mevedel-execution-finished-work
+                                          mevedel-execution-panel--session-id)
+                                for id = (mevedel-execution-panel--id f)
+                                when (member id ids) collect id))
+            mevedel-execution-panel--dismissed)
+      (setq mevedel-execution-panel--dismissed
+            (seq-take mevedel-execution-panel--dismissed mevedel-execution-panel--undo-limit)))
+    (setq mevedel-execution-panel--finished
+          (cl-set-difference mevedel-execution-panel--finished gone))
+    (mevedel-execution-forget-finished mevedel-execution-panel--session-id ids)
+    (setq mevedel-execution-panel--marked
+          (cl-set-difference mevedel-execution-panel--marked ids :test #'equal))
+    (mevedel-execution-panel--show mevedel-execution-panel--live mevedel-execution-panel--gone)
+    (when gone
+      (message "%s; %s brings %s back"
+               (if (cdr gone)
+                   (format "Dismissed %d finished rows" (length gone))
+                 (format "Dismissed \"%s\"" (mevedel-execution-describe (car gone))))
+               (substitute-command-keys
+                "\\<mevedel-execution-panel-mode-map>\\[mevedel-execution-panel-unmark]")
+               (if (cdr gone) "them" "it")))))
+
 (defun mevedel-execution-panel-dismiss ()
-  "Dismiss the finished row at point (or the marked finished rows)."
+  "Dismiss the finished row at point, or the marked finished rows.
+The row goes from the panel, not from the helper: its output stays
+readable (\\[mevedel-execution-spool-open-output]).  When several rows
+are marked, ask first.  \\<mevedel-execution-panel-mode-map>\\[mevedel-execution-panel-unmark] on a row that is not marked
+undoes the last dismissal."
   (interactive)
   (let ((ids (cl-remove-if #'mevedel-execution-panel--live-p (mevedel-execution-panel--targets))))
     (unless ids
       (user-error "\"%s\" is still running; %s stops it"
                   (mevedel-execution-panel--name (mevedel-execution-panel--current-id))
                   (substitute-command-keys "\\[mevedel-execution-panel-stop]")))
-    (setq mevedel-execution-panel--finished
-          (cl-remove-if (lambda (f) (member (mevedel-execution-panel--id f) ids))
-                        mevedel-execution-panel--finished))
-    (mevedel-execution-forget-finished mevedel-execution-panel--session-id ids)
-    (setq mevedel-execution-panel--marked
-          (cl-set-difference mevedel-execution-panel--marked ids :test #'equal))
-    (mevedel-execution-panel--show mevedel-execution-panel--live mevedel-execution-panel--gone)))
+    (when (and (cdr ids) (called-interactively-p 'any)
+               (not (y-or-n-p (format "Dismiss %d marked finished rows? " (length ids)))))
+      (user-error "Nothing dismissed"))
+    (mevedel-execution-panel--dismiss-ids ids)))
 
 (defun mevedel-execution-panel-dismiss-finished ()
-  "Dismiss every finished row."
+  "Dismiss every finished row.
+The rows go from the panel, not from the helper.  \\<mevedel-execution-panel-mode-map>\\[mevedel-execution-panel-unmark] on a row
+that is not marked brings them back."
   (interactive)
-  (mevedel-execution-forget-finished
-   mevedel-execution-panel--session-id
-   (mapcar #'mevedel-execution-panel--id mevedel-execution-panel--finished))
-  (setq mevedel-execution-panel--finished nil)
-  (mevedel-execution-panel--show mevedel-execution-panel--live mevedel-execution-panel--gone))
+  (mevedel-execution-panel--dismiss-ids
+   (mapcar #'mevedel-execution-panel--id mevedel-execution-panel--finished)))
+
+(defun mevedel-execution-panel-undo-dismiss ()
+  "Bring back the rows the last dismissal removed, point on the first.
+Return their ids, or nil when there is nothing to undo."
+  (interactive)
+  (let* ((undo (pop mevedel-execution-panel--dismissed))
+         (back (car undo)))
+    (if (not undo)
+        (progn (when (called-interactively-p 'any) (message "No dismissal to undo"))
+               nil)
+      (let ((shown (mapcar #'mevedel-execution-panel--id mevedel-execution-panel--finished)))
+        (setq back (cl-remove-if (lambda (f) (member (mevedel-execution-panel--id f) shown)) back))
+        (setq mevedel-execution-panel--finished
+              (mevedel-execution-panel--sort-finished
+               (append back mevedel-execution-panel--finished)))
+        (dolist (f (reverse back))
+          (when (member (mevedel-execution-panel--id f) (cdr undo))
+            (mevedel-execution-remember-finished mevedel-execution-panel--session-id f)))
+        (mevedel-execution-panel--show mevedel-execution-panel--live mevedel-execution-panel--gone)
+        (let ((start (and back (mevedel-execution-panel--row-start
+                                (mevedel-execution-panel--id (car back))))))
+          (when start (goto-char start)))
+        (message "%s back" (if (cdr back) (format "%d finished rows" (length back))
+                             (format "\"%s\"" (mevedel-execution-describe (car back)))))
+        (mapcar #'mevedel-execution-panel--id back)))))
 
 (defun mevedel-execution-panel-mark ()
   "Mark the row at point, for \\<mevedel-execution-panel-mode-map>\\[mevedel-execution-panel-stop], \\[mevedel-execution-panel-interrupt] and \\[mevedel-execution-panel-dismiss]; move to the next row."
@@ -1194,12 +1278,21 @@ With a prefix argument FROM-END, start at its last page."
     (mevedel-execution-panel--next-row id)))
 
 (defun mevedel-execution-panel-unmark ()
-  "Unmark the row at point; move to the next row."
+  "Unmark the row at point and move to the next row; else undo a dismissal.
+On a row that is not marked, right after rows were dismissed
+\(\\<mevedel-execution-panel-mode-map>\\[mevedel-execution-panel-dismiss], \\[mevedel-execution-panel-dismiss-finished]), bring them back
+instead (`mevedel-execution-panel-undo-dismiss')."
   (interactive)
-  (let ((id (mevedel-execution-panel--current-id)))
-    (setq mevedel-execution-panel--marked (delete id mevedel-execution-panel--marked))
-    (mevedel-execution-panel--redraw)
-    (mevedel-execution-panel--next-row id)))
+  (let ((id (tabulated-list-get-id)))
+    (cond
+     ((and id (member id mevedel-execution-panel--marked))
+      (setq mevedel-execution-panel--marked (delete id mevedel-execution-panel--marked))
+      (mevedel-execution-panel--redraw)
+      (mevedel-execution-panel--next-row id))
+     (mevedel-execution-panel--dismissed
+      (call-interactively #'mevedel-execution-panel-undo-dismiss))
+     (id (mevedel-execution-panel--next-row id))
+     (t (user-error "No execution on this line")))))
 
 (defun mevedel-execution-panel-unmark-all ()
   "Unmark every row."

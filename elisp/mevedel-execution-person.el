@@ -95,14 +95,24 @@ Newest first; what was dismissed is not among them."
                            (gethash session-id mevedel-execution-person--finished-work))
              mevedel-execution-person--finished-work)))
 
-(defun mevedel-execution-person--remember-finished (session-id facts)
-  "Remember FACTS, final facts of a person's command of SESSION-ID."
+(defvar mevedel-execution-finished-work-functions nil
+  "Functions called with SESSION-ID and FACTS when a person's command ended.
+FACTS are its final facts, now among `mevedel-execution-finished-work'.
+A command that ends within its own start may have settled before
+it was known as the person's: an open panel learns it here.")
+
+(defun mevedel-execution-remember-finished (session-id facts)
+  "Remember FACTS, final facts of a person's command of SESSION-ID.
+A panel opened later shows it until dismissed; a dismissal undone
+in a panel remembers it again.  Run
+`mevedel-execution-finished-work-functions'."
   (let* ((id (plist-get facts :execution-id))
          (old (cl-remove id (gethash session-id mevedel-execution-person--finished-work)
                          :key (lambda (f) (plist-get f :execution-id)) :test #'equal)))
     (puthash session-id
              (seq-take (cons facts old) mevedel-execution-person--finished-work-limit)
-             mevedel-execution-person--finished-work)))
+             mevedel-execution-person--finished-work)
+    (run-hook-with-args 'mevedel-execution-finished-work-functions session-id facts)))
 
 (defun mevedel-execution-person-started-p (session-id execution-id)
   "Return non-nil if a person started EXECUTION-ID of SESSION-ID here."
@@ -178,7 +188,7 @@ person stopped: they know."
          (key (cons session-id id)))
     (when (and id (mevedel-execution-person-started-p session-id id)
                (not (mevedel-execution-person-stopped-p session-id id)))
-      (mevedel-execution-person--remember-finished session-id facts))
+      (mevedel-execution-remember-finished session-id facts))
     (when (and id (not (gethash key mevedel-execution-person--announced))
                (or (mevedel-execution-person-started-p session-id id)
                    (mevedel-execution-person--watched-p session-id id)))

@@ -613,5 +613,74 @@ the inspector lists listening ports, which w opens in a browser."
             (should (equal sent '(exec/forward (:execution-id "exec-fake0-000003" :port 5173))))
             (should (equal (car urls) "http://127.0.0.1:40123"))))))))
 
+;;;; The panel keeps point on its execution; a dismissal can be undone
+
+(ert-deftest mevedel-execution-person-test-panel-point-dismiss-undo ()
+  "A row added above leaves point on its execution, whose row d dismisses.
+u brings the dismissed row back, point on it; d on several marked
+rows asks first."
+  (mevedel-execution-person-test--with session
+    (ignore session)
+    (let* ((dir (mevedel-execution-person-test--project))
+           (default-directory dir)
+           (first (mevedel-execution-shell-command "echo one"))
+           (person (mevedel-execution-person-session dir))
+           (panel (mevedel-execution-panel person))
+           (ids (lambda () (with-current-buffer panel (mevedel-execution-panel-test--ids))))
+           (id-of (lambda (buffer) (buffer-local-value 'mevedel-execution-spool--execution-id buffer)))
+           (one (funcall id-of first)))
+      (switch-to-buffer panel)
+      (delete-other-windows)
+      (mevedel-execution-test--wait-until (lambda () (equal (funcall ids) (list one)))
+                                          "the first finished row")
+      (let ((two (funcall id-of (mevedel-execution-shell-command "echo two"))))
+        (mevedel-execution-test--wait-until (lambda () (equal (funcall ids) (list two one)))
+                                            "the second finished row, above")
+        ;; Point on "one", in the panel's window.
+        (switch-to-buffer panel)
+        (goto-char (mevedel-execution-panel--row-start one))
+        (let* ((gate (mevedel-execution-mailbox-test--gate))
+               (three (funcall id-of (mevedel-execution-shell-command
+                                      (format "read -r _ < %s" (shell-quote-argument gate))))))
+          (switch-to-buffer panel)
+          (mevedel-execution-test--wait-until (lambda () (equal (funcall ids) (list three two one)))
+                                              "a live row above the finished ones")
+          (with-current-buffer panel
+            (should (equal (tabulated-list-get-id) one))
+            (should (equal (save-excursion (goto-char (window-point (get-buffer-window panel)))
+                                           (tabulated-list-get-id))
+                           one))
+            ;; d acts on the row point is on: "one", not the line it was on.
+            (call-interactively #'mevedel-execution-panel-dismiss)
+            (should (equal (funcall ids) (list three two)))
+            (should (mevedel-execution-person-test--said-p
+                     (format "Dismissed \"echo one\"; %s brings it back"
+                             (substitute-command-keys
+                              "\\<mevedel-execution-panel-mode-map>\\[mevedel-execution-panel-unmark]"))))
+            ;; u, on a row that is not marked, undoes it.
+            (execute-kbd-macro (kbd "u"))
+            (should (equal (funcall ids) (list three two one)))
+            (should (equal (tabulated-list-get-id) one))
+            ;; A panel opened later shows it again too.
+            (should (member one (mapcar (lambda (f) (plist-get f :execution-id))
+                                        (mevedel-execution-finished-work
+                                         (mevedel-execution-session-id person)))))
+            ;; Two marked: d asks, and a no dismisses nothing.
+            (goto-char (mevedel-execution-panel--row-start two))
+            (execute-kbd-macro (kbd "m m"))
+            (let ((asked nil))
+              (cl-letf (((symbol-function 'y-or-n-p)
+                         (lambda (prompt) (push prompt asked) nil)))
+                (should-error (call-interactively #'mevedel-execution-panel-dismiss)
+                              :type 'user-error))
+              (should (equal asked '("Dismiss 2 marked finished rows? ")))
+              (should (equal (funcall ids) (list three two one)))
+              (cl-letf (((symbol-function 'y-or-n-p) (lambda (_prompt) t)))
+                (call-interactively #'mevedel-execution-panel-dismiss))
+              (should (equal (funcall ids) (list three))))
+            (execute-kbd-macro (kbd "u"))
+            (should (equal (funcall ids) (list three two one))))
+          (mevedel-execution-stop-all-user person))))))
+
 (provide 'mevedel-execution-person-test)
 ;;; mevedel-execution-person-test.el ends here
