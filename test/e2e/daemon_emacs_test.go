@@ -76,7 +76,7 @@ const emacsSecond = `
   ;; A barrier, then the daemon says nothing is pending: no resend can come.
   (e2e-wait "no pending delivery"
             (lambda ()
-              (let ((st (mevedel-execution--call (mevedel-execution--connection) 'daemon/status nil)))
+              (let ((st (mevedel-execution-call (mevedel-execution-connect) 'daemon/status nil)))
                 (zerop (apply #'+ (mapcar (lambda (s) (plist-get s :pending)) (plist-get st :sessions)))))))
   (let ((d (e2e-delivered id)))
     (e2e-say "delivered %s %d exit %s" id (length d) (plist-get (plist-get (car d) :attrs) :exit-code))))
@@ -299,7 +299,7 @@ const emacsMismatch = `
  :ready-pattern "up" :yield-time-ms 20000)
 (e2e-wait "the start" (lambda () e2e-obs))
 (defun e2e-pid ()
-  (plist-get (mevedel-execution--call (mevedel-execution--connection) 'daemon/status nil) :pid))
+  (plist-get (mevedel-execution-call (mevedel-execution-connect) 'daemon/status nil) :pid))
 (let ((id (plist-get (plist-get e2e-obs :facts) :execution-id))
       (pid (e2e-pid)))
   (e2e-say "refused %s"
