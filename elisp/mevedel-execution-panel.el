@@ -256,7 +256,7 @@ goes, as do quick foreground commands the agent has the result of."
   (let ((id (mevedel-execution-panel--id facts))
         (sid mevedel-execution-panel--session-id))
     (and (> mevedel-execution-panel-finished-limit 0)
-         (not (mevedel-execution-person-stopped-p sid id))
+         (not (mevedel-execution-stopped-by-person-p sid facts))
          (or (mevedel-execution-person-started-p sid id)
              (cl-find id (mevedel-execution-finished-work sid)
                       :key #'mevedel-execution-panel--id :test #'equal)
@@ -1137,9 +1137,11 @@ each row goes once the helper reports it settled."
     (mevedel-execution-panel--redraw)))
 
 (defun mevedel-execution-panel--read-input ()
-  "Read a line for the row at point; return (LINE ID).
+  "Read a line for the row at point; return (LINE ID NAME).
 The row is taken when the key is pressed, before the prompt: the
-line goes to that execution whatever moves under point meanwhile."
+line goes to that execution whatever moves under point meanwhile,
+and NAME, how the prompt named it, names it in what follows even
+if its row went meanwhile."
   (let* ((id (mevedel-execution-panel--current-id))
          (facts (mevedel-execution-panel--facts id)))
     (unless (mevedel-execution-panel--live-p id)
@@ -1154,16 +1156,18 @@ line goes to that execution whatever moves under point meanwhile."
                                  (if (and (plist-get facts :waiting-for-input) prompt)
                                      (format " (%s)" (mevedel-execution-transcript-one-line prompt))
                                    ""))))
-          id)))
+          id
+          (mevedel-execution-describe facts))))
 
-(defun mevedel-execution-panel-send-input (line &optional id)
+(defun mevedel-execution-panel-send-input (line &optional id name)
   "Type LINE and a newline into the execution ID (default: the row at point).
 Only a command started with a terminal takes input.  Interactively,
 ID is the row at point when the key was pressed: what the prompt
-names is what gets the line."
+names is what gets the line.  NAME names it in a message saying the
+line was not sent (default: from its row)."
   (interactive (mevedel-execution-panel--read-input))
   (let* ((id (or id (mevedel-execution-panel--current-id)))
-         (name (mevedel-execution-panel--name id))
+         (name (or name (mevedel-execution-panel--name id)))
          (panel (current-buffer)))
     (mevedel-execution-write-user
      (mevedel-execution-panel--live-session) id (concat line "\n")

@@ -187,7 +187,7 @@ person stopped: they know."
   (let* ((id (plist-get facts :execution-id))
          (key (cons session-id id)))
     (when (and id (mevedel-execution-person-started-p session-id id)
-               (not (mevedel-execution-person-stopped-p session-id id)))
+               (not (mevedel-execution-stopped-by-person-p session-id facts)))
       (mevedel-execution-remember-finished session-id facts))
     (when (and id (not (gethash key mevedel-execution-person--announced))
                (or (mevedel-execution-person-started-p session-id id)
@@ -196,7 +196,7 @@ person stopped: they know."
         (clrhash mevedel-execution-person--announced))
       (puthash key t mevedel-execution-person--announced)
       (remhash key mevedel-execution-person--started)
-      (unless (mevedel-execution-person-stopped-p session-id id)
+      (unless (mevedel-execution-stopped-by-person-p session-id facts)
         (mevedel-execution-person--tell (mevedel-execution-ending-text facts))))))
 
 (defun mevedel-execution-person--note-waiting (session-id live)

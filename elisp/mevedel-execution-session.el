@@ -539,8 +539,16 @@ person knows how they ended.")
   (puthash (cons session-id execution-id) t mevedel-execution--person-stops))
 
 (defun mevedel-execution-person-stopped-p (session-id execution-id)
-  "Return non-nil if a person stopped EXECUTION-ID of SESSION-ID."
+  "Return non-nil if a person stopped EXECUTION-ID of SESSION-ID in this Emacs."
   (gethash (cons session-id execution-id) mevedel-execution--person-stops))
+
+(defun mevedel-execution-stopped-by-person-p (session-id facts)
+  "Return non-nil if a person stopped the execution of FACTS in SESSION-ID.
+In this Emacs (`mevedel-execution-person-stopped-p'), or anywhere
+else with user authority: at a shell (`mevedel-exec stop'), in
+another Emacs; the helper's final facts then say `:stopped-by-user'."
+  (or (mevedel-execution-person-stopped-p session-id (plist-get facts :execution-id))
+      (and (plist-get facts :stopped-by-user) t)))
 
 (defun mevedel-execution-stop-all (&optional sessions)
   "Stop every running command of every open session; return how many.

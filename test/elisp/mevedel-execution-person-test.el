@@ -682,5 +682,53 @@ rows asks first."
             (should (equal (funcall ids) (list three two one))))
           (mevedel-execution-stop-all-user person))))))
 
+(ert-deftest mevedel-execution-person-test-stop-from-elsewhere-is-the-persons ()
+  "A person's stop made outside this Emacs is not announced; its row goes.
+The stop comes with user authority but is not noted in Emacs, as
+`mevedel-exec stop' at a shell makes it; the final facts say
+`:stopped-by-user'.  A command that ends by itself is announced."
+  (mevedel-execution-person-test--with session
+    (ignore session)
+    (let* ((dir (mevedel-execution-person-test--project))
+           (default-directory dir)
+           (gate (mevedel-execution-mailbox-test--gate))
+           (command (format "read -r _ < %s" (shell-quote-argument gate)))
+           (buffer (mevedel-execution-shell-command command))
+           (id (buffer-local-value 'mevedel-execution-spool--execution-id buffer))
+           (person (mevedel-execution-person-session dir))
+           (panel (mevedel-execution-panel person)))
+      (with-current-buffer panel
+        (mevedel-execution-test--wait-until
+         (lambda () (member id (mevedel-execution-panel-test--ids))) "the live row"))
+      (let ((final nil))
+        (mevedel-execution-stop-user person id (lambda (obs) (setq final obs)))
+        (mevedel-execution-test--wait-until (lambda () final) "the stop's answer")
+        (should (plist-get (plist-get final :facts) :stopped-by-user))
+        (should (equal (plist-get (plist-get final :facts) :termination) "stopped")))
+      (with-current-buffer panel
+        (mevedel-execution-test--wait-until
+         (lambda () (not (member id (mevedel-execution-panel-test--ids)))) "the row to go"))
+      (mevedel-execution-test--wait-until
+       (lambda () (equal (plist-get (buffer-local-value 'mevedel-execution-spool--facts buffer) :state)
+                         "settled"))
+       "the output buffer's end")
+      (should-not (cl-find-if (lambda (m) (string-match-p "stopped\\|signal" m))
+                              mevedel-execution-person-test--messages))
+      (should-not (member id (mapcar (lambda (f) (plist-get f :execution-id))
+                                     (mevedel-execution-finished-work
+                                      (mevedel-execution-session-id person)))))
+      ;; Its owner's stop, by contrast, carries no such mark.
+      (let* ((done nil)
+             (obs nil))
+        (mevedel-execution-start-bash (lambda (o) (setq obs o)) :session session
+                                      :command (format "read -r _ < %s" (shell-quote-argument gate))
+                                      :yield-time-ms 0)
+        (mevedel-execution-test--wait-until (lambda () obs) "the agent's start")
+        (mevedel-execution-stop session nil (plist-get (plist-get obs :facts) :execution-id)
+                                (lambda (o) (setq done o)))
+        (mevedel-execution-test--wait-until (lambda () done) "the owner's stop")
+        (should (equal (plist-get (plist-get done :facts) :termination) "stopped"))
+        (should-not (plist-get (plist-get done :facts) :stopped-by-user))))))
+
 (provide 'mevedel-execution-person-test)
 ;;; mevedel-execution-person-test.el ends here
