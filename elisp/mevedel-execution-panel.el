@@ -1016,23 +1016,68 @@ events, and keeps finished work, dimmed, until dismissed.  In it:
     buffer))
 
 (defun mevedel-execution-panel-refresh ()
-  "Ask the helper for the live executions and show them.
-After the helper died this starts a new one and reopens the
-session; the reopen reports what it marked lost."
+  "Ask the helper for the live executions and the recent history; show them.
+The finished rows include the session's recently finished work
+from its journal (`mevedel-execution-history'), so a panel opened
+after Emacs restarted, with the helper daemon, shows what ended
+before too.  After the helper died this starts a new one and
+reopens the session; the reopen reports what it marked lost."
   (interactive)
   (let* ((session (mevedel-execution-panel--live-session))
          (live (mevedel-execution-list-user session)))
-    (mevedel-execution-panel--adopt-finished)
+    (mevedel-execution-panel--adopt-finished (mevedel-execution-panel--history session))
     (mevedel-execution-panel--show live)))
 
-(defun mevedel-execution-panel--adopt-finished ()
+(defconst mevedel-execution-panel--history-records 400
+  "How many of the journal's latest records a panel reads for its history.
+An execution leaves three or four, so the finished limit's worth.")
+
+(defvar mevedel-execution-panel--dismissed-ids (make-hash-table :test #'equal)
+  "Per session id, the ids of the finished rows a person dismissed here.
+The journal still holds them: the history read again must not bring
+them back.")
+
+(defun mevedel-execution-panel--history-keep-p (facts)
+  "Return non-nil if FACTS, final facts from the journal, make a row.
+What a person ran and what ran in the background, as the panel keeps
+them live; not what a person stopped, nor what was dismissed here."
+  (let ((id (mevedel-execution-panel--id facts)))
+    (and (not (member id (gethash mevedel-execution-panel--session-id
+                                  mevedel-execution-panel--dismissed-ids)))
+         (not (mevedel-execution-stopped-by-person-p mevedel-execution-panel--session-id facts))
+         (or (equal (plist-get facts :owner) mevedel-execution-person-owner)
+             (plist-get facts :yielded)
+             (plist-get facts :monitor-id)))))
+
+(defun mevedel-execution-panel--history (session)
+  "Return the final facts of SESSION's recently finished work, from its journal.
+Only what the panel keeps as rows; nil when the journal cannot be read."
+  (condition-case err
+      (let* ((last (or (mevedel-execution-transcript-checkpoint session) 0))
+             (since (max 0 (- last mevedel-execution-panel--history-records)))
+             (records (car (mevedel-execution-transcript-records
+                            session since mevedel-execution-panel--history-records))))
+        (cl-loop for row in (mevedel-execution-transcript-rows records)
+                 for facts = (plist-get row :facts)
+                 when (and facts (member (plist-get row :type) '("settled" "lost"))
+                           (equal (plist-get facts :state) "settled")
+                           (mevedel-execution-panel--history-keep-p facts))
+                 collect facts))
+    (mevedel-execution-error
+     (message "mevedel-exec: the panel could not read the session's history: %s"
+              (error-message-string err))
+     nil)))
+
+(defun mevedel-execution-panel--adopt-finished (&optional history)
   "Add the person's finished commands this panel does not show yet.
-They may have ended before it opened; newest first, within the limit."
-  (let* ((shown (mapcar #'mevedel-execution-panel--id mevedel-execution-panel--finished))
-         (all (append mevedel-execution-panel--finished
-                      (cl-remove-if (lambda (f) (member (mevedel-execution-panel--id f) shown))
-                                    (mevedel-execution-finished-work
-                                     mevedel-execution-panel--session-id)))))
+They may have ended before it opened; newest first, within the limit.
+HISTORY, final facts from the session's journal, is added the same way."
+  (let* ((all mevedel-execution-panel--finished))
+    (dolist (facts (append (mevedel-execution-finished-work mevedel-execution-panel--session-id)
+                           history))
+      (unless (cl-find (mevedel-execution-panel--id facts) all
+                       :key #'mevedel-execution-panel--id :test #'equal)
+        (push facts all)))
     (setq mevedel-execution-panel--finished
           (seq-take (mevedel-execution-panel--sort-finished all)
                     mevedel-execution-panel-finished-limit))))
@@ -1211,6 +1256,11 @@ With a prefix argument FROM-END, start at its last page."
     (setq mevedel-execution-panel--finished
           (cl-set-difference mevedel-execution-panel--finished gone))
     (mevedel-execution-forget-finished mevedel-execution-panel--session-id ids)
+    (puthash mevedel-execution-panel--session-id
+             (seq-take (append ids (gethash mevedel-execution-panel--session-id
+                                            mevedel-execution-panel--dismissed-ids))
+                       1000)
+             mevedel-execution-panel--dismissed-ids)
     (setq mevedel-execution-panel--marked
           (cl-set-difference mevedel-execution-panel--marked ids :test #'equal))
     (mevedel-execution-panel--show mevedel-execution-panel--live mevedel-execution-panel--gone)
@@ -1262,6 +1312,12 @@ Return their ids, or nil when there is nothing to undo."
         (setq mevedel-execution-panel--finished
               (mevedel-execution-panel--sort-finished
                (append back mevedel-execution-panel--finished)))
+        (puthash mevedel-execution-panel--session-id
+                 (cl-set-difference (gethash mevedel-execution-panel--session-id
+                                             mevedel-execution-panel--dismissed-ids)
+                                    (mapcar #'mevedel-execution-panel--id back)
+                                    :test #'equal)
+                 mevedel-execution-panel--dismissed-ids)
         (dolist (f (reverse back))
           (when (member (mevedel-execution-panel--id f) (cdr undo))
             (mevedel-execution-remember-finished mevedel-execution-panel--session-id f)))

@@ -188,7 +188,7 @@
 (ert-deftest mevedel-execution-panel-test-helper-death-and-recovery ()
   "A dead helper empties the panel, which says so; g reopens the session,
 whose journal marks the work it left lost, kills what it left running,
-and gives the transcript one line saying so."
+and gives the transcript one line saying so; the panel shows it lost."
   (mevedel-execution-test--with-helper session
     (let* ((id (mevedel-execution-mailbox-test--start-background session "sleep 300" "sleeper"))
            (messages nil))
@@ -212,7 +212,10 @@ and gives the transcript one line saying so."
                         (when fmt (push (apply #'format fmt args) messages))
                         (apply orig fmt args))))
             (call-interactively (key-binding (kbd "g"))))
-          (should (mevedel-execution-panel-test--shown-p "No background work"))
+          ;; Nothing runs; the session's history shows the work lost.
+          (should (mevedel-execution-panel-test--shown-p "Nothing runs now"))
+          (should (equal (mevedel-execution-panel-test--ids) (list id)))
+          (should (equal (plist-get (mevedel-execution-panel--facts id) :status) "lost"))
           (should (cl-find-if (lambda (m) (and (string-match-p "marked lost" m)
                                                (string-match-p (regexp-quote id) m)
                                                (string-match-p "sleeper" m)))
