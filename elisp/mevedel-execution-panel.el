@@ -52,33 +52,39 @@
 (require 'seq)
 
 (defgroup mevedel-execution-panel nil
-  "The background-work panel of mevedel-exec."
+  "Faces of the background-work panel of mevedel-exec.
+Its options are in the group `mevedel-execution'."
   :group 'mevedel-execution
   :prefix "mevedel-execution-panel-")
 
 (defcustom mevedel-execution-panel-buffer-name "*mevedel background*"
   "Name of the background-work panel's buffer.
 A panel for a second session adds the session id in angle brackets."
-  :type 'string)
+  :type 'string
+  :group 'mevedel-execution)
 
 (defcustom mevedel-execution-panel-inspector-lines 10
   "How many of the last output lines the inspector shows."
-  :type 'natnum)
+  :type 'natnum
+  :group 'mevedel-execution)
 
 (defcustom mevedel-execution-panel-inspector-bytes 4096
   "How many bytes from the end of a log the inspector reads at most."
-  :type 'natnum)
+  :type 'natnum
+  :group 'mevedel-execution)
 
 (defcustom mevedel-execution-panel-finished-limit 20
   "How many finished rows a panel keeps; older ones age out.
 Finished work stays, dimmed, with how it ended, until dismissed
 \(\\<mevedel-execution-panel-mode-map>\\[mevedel-execution-panel-dismiss], \\[mevedel-execution-panel-dismiss-finished]) or aged out by newer ones.  0 keeps none."
-  :type 'natnum)
+  :type 'natnum
+  :group 'mevedel-execution)
 
 (defcustom mevedel-execution-panel-refresh-interval 1
   "Seconds between redraws of the runtimes while a panel is on screen.
 nil never redraws on a clock."
-  :type '(choice (const :tag "Never" nil) number))
+  :type '(choice (const :tag "Never" nil) number)
+  :group 'mevedel-execution)
 
 (defface mevedel-execution-panel-running '((t :inherit success))
   "Face of a running row's state.")
@@ -1102,7 +1108,11 @@ Those the panel kept as it settled are there already."
   (mevedel-execution-panel-refresh))
 
 (defun mevedel-execution-panel-inspect ()
-  "Expand the inspector of the execution at point, or collapse it."
+  "Expand the inspector of the execution at point, or collapse it.
+The inspector, under the row, says its state, pid, lane, command,
+working directory, start, output size, log address, waiting prompt,
+ready line and listening ports, and shows the last lines of output
+\(read from the end of its log, cleaned of escapes), kept up to date."
   (interactive)
   (let ((id (mevedel-execution-panel--current-id)))
     (if (member id mevedel-execution-panel--expanded)
@@ -1158,7 +1168,9 @@ each row goes once the helper reports it settled."
     (mevedel-execution-panel--redraw)))
 
 (defun mevedel-execution-panel-interrupt ()
-  "Send Ctrl-C to the marked executions, or the one at point."
+  "Send Ctrl-C to the marked executions, or the one at point.
+A command with a terminal gets it on its terminal, one without as
+SIGINT to its process group; a command that handles it goes on."
   (interactive)
   (let* ((session (mevedel-execution-panel--live-session))
          (sid (mevedel-execution-session-id session))
@@ -1330,7 +1342,9 @@ Return their ids, or nil when there is nothing to undo."
         (mapcar #'mevedel-execution-panel--id back)))))
 
 (defun mevedel-execution-panel-mark ()
-  "Mark the row at point, for \\<mevedel-execution-panel-mode-map>\\[mevedel-execution-panel-stop], \\[mevedel-execution-panel-interrupt] and \\[mevedel-execution-panel-dismiss]; move to the next row."
+  "Mark the row at point and move to the next row.
+\\<mevedel-execution-panel-mode-map>\\[mevedel-execution-panel-stop], \\[mevedel-execution-panel-interrupt] and \\[mevedel-execution-panel-dismiss] then act on every marked row instead of
+the row at point; \\[mevedel-execution-panel-unmark] unmarks one, \\[mevedel-execution-panel-unmark-all] all."
   (interactive)
   (let ((id (mevedel-execution-panel--current-id)))
     (cl-pushnew id mevedel-execution-panel--marked :test #'equal)
@@ -1355,7 +1369,8 @@ instead (`mevedel-execution-panel-undo-dismiss')."
      (t (user-error "No execution on this line")))))
 
 (defun mevedel-execution-panel-unmark-all ()
-  "Unmark every row."
+  "Unmark every row.
+Commands then act on the row at point again."
   (interactive)
   (setq mevedel-execution-panel--marked nil)
   (mevedel-execution-panel--redraw))
@@ -1368,7 +1383,10 @@ instead (`mevedel-execution-panel-undo-dismiss')."
     (when start (goto-char start))))
 
 (defun mevedel-execution-panel-history ()
-  "Show the transcript of this panel's session."
+  "Show the transcript of this panel's session.
+That is `mevedel-execution-history': one line per finished
+background command of the session, from its journal, each with a
+button that opens the whole result."
   (interactive)
   (pop-to-buffer (mevedel-execution-history (mevedel-execution-panel--live-session))))
 

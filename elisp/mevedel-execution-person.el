@@ -43,15 +43,11 @@
 
 (declare-function notifications-notify "notifications")
 
-(defgroup mevedel-execution-person nil
-  "Commands a person runs through mevedel-exec."
-  :group 'mevedel-execution
-  :prefix "mevedel-execution-")
-
 (defcustom mevedel-execution-notify-desktop nil
   "Non-nil: say when work ends or waits with `notifications-notify' too.
 The echo area always has the message."
-  :type 'boolean)
+  :type 'boolean
+  :group 'mevedel-execution)
 
 (defconst mevedel-execution-person-owner "/person"
   "The owner of what a person starts: not the agent's, so nothing wakes it.")
@@ -312,7 +308,8 @@ message says how the command ended."
 
 (defcustom mevedel-execution-compilation-buffer-name "*mevedel-compilation*"
   "Name of the buffer of `mevedel-execution-compile'."
-  :type 'string)
+  :type 'string
+  :group 'mevedel-execution)
 
 (defvar mevedel-execution-person--last-compile nil
   "The last build: (COMMAND DIRECTORY TTY).")
@@ -365,7 +362,10 @@ stopped first, after asking.  Return the buffer."
 
 ;;;###autoload
 (defun mevedel-execution-recompile ()
-  "Run the last build of `mevedel-execution-compile' again, where it ran."
+  "Run the last build of `mevedel-execution-compile' again, where it ran.
+The same command, in the same directory, with a terminal if it had
+one; a build still running in `mevedel-execution-compilation-buffer-name'
+is stopped first, after asking."
   (interactive)
   (unless mevedel-execution-person--last-compile
     (user-error "No build has run yet; M-x mevedel-execution-compile"))
@@ -403,7 +403,10 @@ Return the buffer."
     buffer))
 
 (defun mevedel-execution-history-refresh ()
-  "Read the session's journal again and show its lines."
+  "Read the session's journal again and show its lines.
+The history buffer shows one line per finished background command,
+each with its [Show result] button; this brings in what ended since
+it was drawn."
   (interactive)
   (let ((session mevedel-execution-buffer-session)
         (records nil)

@@ -29,13 +29,15 @@
 (require 'mevedel-execution)
 
 (defgroup mevedel-execution-spool nil
-  "Reading the output logs of mevedel-exec."
+  "Faces of the output buffers of mevedel-exec.
+Their options are in the group `mevedel-execution'."
   :group 'mevedel-execution
   :prefix "mevedel-execution-spool-")
 
 (defcustom mevedel-execution-spool-page-bytes (* 256 1024)
   "How many bytes of a log one page of an output buffer shows."
-  :type 'natnum)
+  :type 'natnum
+  :group 'mevedel-execution)
 
 (defun mevedel-execution-spool--authority (owner as-user)
   "Authority parameters for OWNER, or the user's when AS-USER."
@@ -389,14 +391,18 @@ ALIGN and FOLLOW as in `mevedel-execution-spool--show'."
                                    align follow)))
 
 (defun mevedel-execution-spool-next-page ()
-  "Show the next page of the output."
+  "Show the next page of the output.
+A page is `mevedel-execution-spool-page-bytes' of the log, cut at
+line boundaries; on the last page this says so."
   (interactive)
   (mevedel-execution-spool--page
    (lambda (offset total length)
      (if (>= (+ offset length) total) (user-error "Last page") (+ offset length)))))
 
 (defun mevedel-execution-spool-previous-page ()
-  "Show the previous page of the output."
+  "Show the previous page of the output.
+A page is `mevedel-execution-spool-page-bytes' of the log, cut at
+line boundaries; on the first page this says so."
   (interactive)
   (mevedel-execution-spool--page
    (lambda (offset _total _length)
@@ -405,12 +411,16 @@ ALIGN and FOLLOW as in `mevedel-execution-spool--show'."
    t))
 
 (defun mevedel-execution-spool-first-page ()
-  "Show the first page of the output."
+  "Show the first page of the output.
+A page is `mevedel-execution-spool-page-bytes' of the log, cut at
+line boundaries; the buffer holds one page at a time."
   (interactive)
   (mevedel-execution-spool--page (lambda (&rest _) 0)))
 
 (defun mevedel-execution-spool-last-page ()
-  "Show the last page of the output; it follows the output from there."
+  "Show the last page of the output; it follows the output from there.
+While the command runs, new output is appended as it comes, and a
+window whose point was at the end stays at the end."
   (interactive)
   (mevedel-execution-spool--page
    (lambda (_offset total _length) (max 0 (- total mevedel-execution-spool-page-bytes)))
@@ -419,7 +429,11 @@ ALIGN and FOLLOW as in `mevedel-execution-spool--show'."
   (mevedel-execution-spool--follow))
 
 (defun mevedel-execution-spool-revert ()
-  "Show the current page again, as it is now; in a build's buffer, run it again."
+  "Show the current page again, as it is now; in a build's buffer, run it again.
+In the buffer of `mevedel-execution-compile' this is
+`mevedel-execution-recompile', as \\[revert-buffer] in a compilation buffer
+recompiles; elsewhere it reads the page from the log again and goes
+on following."
   (interactive)
   (if mevedel-execution-spool-rerun-function
       (funcall mevedel-execution-spool-rerun-function)
@@ -646,7 +660,10 @@ For when no chunk boundary is near enough to cut at."
     (cons session mevedel-execution-spool--execution-id)))
 
 (defun mevedel-execution-spool-stop ()
-  "Stop the command whose output is in this buffer."
+  "Stop the command whose output is in this buffer.
+SIGTERM to its process group and every descendant, SIGKILL after the
+grace period; the header line says when it ended.  A stop is not
+announced: you know."
   (interactive)
   (pcase-let ((`(,session . ,id) (mevedel-execution-spool--session-and-id))
               (name (mevedel-execution-describe mevedel-execution-spool--facts)))
@@ -662,7 +679,9 @@ For when no chunk boundary is near enough to cut at."
     (message "mevedel-exec: stopping \"%s\"..." name)))
 
 (defun mevedel-execution-spool-interrupt ()
-  "Send Ctrl-C to the command whose output is in this buffer."
+  "Send Ctrl-C to the command whose output is in this buffer.
+On its terminal if it has one, else SIGINT to its process group; a
+command that handles it goes on."
   (interactive)
   (pcase-let ((`(,session . ,id) (mevedel-execution-spool--session-and-id)))
     (mevedel-execution-request-async
@@ -671,7 +690,10 @@ For when no chunk boundary is near enough to cut at."
      :timeout mevedel-execution-request-timeout)))
 
 (defun mevedel-execution-spool-send-input (line)
-  "Type LINE and a newline into the command shown (it needs a terminal)."
+  "Type LINE and a newline into the command shown (it needs a terminal).
+Only a command started with a terminal takes input (\\[universal-argument] before
+`mevedel-execution-shell-command'); one without has its input at
+end of file, and only Ctrl-C reaches it."
   (interactive
    (progn
      (mevedel-execution-spool--session-and-id)

@@ -634,8 +634,15 @@ rows asks first."
       (mevedel-execution-test--wait-until (lambda () (equal (funcall ids) (list one)))
                                           "the first finished row")
       (let ((two (funcall id-of (mevedel-execution-shell-command "echo two"))))
-        (mevedel-execution-test--wait-until (lambda () (equal (funcall ids) (list two one)))
-                                            "the second finished row, above")
+        (condition-case nil
+            (mevedel-execution-test--wait-until (lambda () (equal (funcall ids) (list two one)))
+                                                "the second finished row, above")
+          (ert-test-failed
+           (ert-fail (list "no second finished row above the first" :rows (funcall ids)
+                           :two two :one one
+                           :finished-work (mapcar (lambda (f) (plist-get f :execution-id))
+                                                  (mevedel-execution-finished-work
+                                                   (mevedel-execution-session-id person)))))))
         ;; Point on "one", in the panel's window.
         (switch-to-buffer panel)
         (goto-char (mevedel-execution-panel--row-start one))
