@@ -366,7 +366,7 @@ const emacsHistorySecond = `
 (defun e2e-rows (buffer)
   (with-current-buffer buffer
     (mapcar (lambda (e) (format "%s:%s" (car e)
-                                (plist-get (mevedel-execution-panel--facts (car e)) :status)))
+                                (plist-get (mevedel-execution-panel-facts (car e)) :status)))
             tabulated-list-entries)))
 (let ((default-directory (getenv "E2E_PROJECT")))
   (e2e-say "person-rows %S" (e2e-rows (mevedel-execution-panel (mevedel-execution-person-session)))))

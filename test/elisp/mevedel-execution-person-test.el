@@ -389,7 +389,7 @@ the limit ages finished rows out."
       (mevedel-execution-panel-test--with-panel session panel
         (save-window-excursion
           (set-window-buffer (selected-window) panel)
-          (mevedel-execution-panel--redraw)
+          (mevedel-execution-panel-redraw)
           (should (equal (mevedel-execution-panel-test--ids) (list fail ok)))
           ;; A panel on screen with live rows redraws its runtimes; one
           ;; that is hidden does not.
@@ -400,7 +400,7 @@ the limit ages finished rows out."
             (should-not mevedel-execution-panel--timer)
             (should-not (memq timer timer-list))
             (set-window-buffer (selected-window) panel)
-            (mevedel-execution-panel--redraw)
+            (mevedel-execution-panel-redraw)
             (should (timerp mevedel-execution-panel--timer)))
           (mevedel-execution-mailbox-test--open gate)
           (mevedel-execution-test--wait-until
@@ -462,8 +462,8 @@ the limit ages finished rows out."
         (mevedel-execution-panel-test--press "m" a)
         (should (equal (tabulated-list-get-id) b))
         (mevedel-execution-panel-test--press "m" c)
-        (should (equal mevedel-execution-panel--marked (list c a)))
-        (goto-char (mevedel-execution-panel--row-start a))
+        (should (equal mevedel-execution-panel-marked (list c a)))
+        (goto-char (mevedel-execution-panel-row-start a))
         (should (looking-at "\\*"))
         (mevedel-execution-panel-test--press "k" b)
         (mevedel-execution-panel-test--wait-gone a "a to stop")
@@ -471,7 +471,7 @@ the limit ages finished rows out."
         (should (equal (mevedel-execution-panel-test--ids) (list b)))
         ;; Every column fits in 80 columns and in 60; Label takes the rest.
         (dolist (width '(80 60 160))
-          (let* ((format (mevedel-execution-panel--format width))
+          (let* ((format (mevedel-execution-panel-format width))
                  (total (+ 2 (apply #'+ (mapcar (lambda (c) (1+ (nth 1 c))) format)))))
             (should (= (length format) 7))
             (should (<= total width))
@@ -484,8 +484,8 @@ the limit ages finished rows out."
         ;; Two labels alike in their first 20 characters still differ at 80.
         (let ((rows (list (list :execution-id "exec-abcde-000007" :label "npm run build:frontend" :state "running")
                           (list :execution-id "exec-abcde-000008" :label "npm run build:backend" :state "running"))))
-          (let ((cells (mapcar (lambda (f) (cadr (mevedel-execution-panel--entry f))) rows))
-                (w (nth 1 (aref (mevedel-execution-panel--format 80) 3))))
+          (let ((cells (mapcar (lambda (f) (cadr (mevedel-execution-panel-entry f))) rows))
+                (w (nth 1 (aref (mevedel-execution-panel-format 80) 3))))
             (should (equal (mapcar (lambda (c) (substring-no-properties (aref c 0))) cells) '("000007" "000008")))
             (should (equal (get-text-property 0 'help-echo (aref (car cells) 0)) "exec-abcde-000007"))
             (should-not (equal (truncate-string-to-width (aref (nth 0 cells) 3) w nil nil t)
@@ -496,7 +496,7 @@ the limit ages finished rows out."
            (lambda () (member d (mevedel-execution-panel-test--ids))) "d's row")
           (dotimes (i 7)
             (let ((name (car (aref tabulated-list-format i))))
-              (goto-char (mevedel-execution-panel--row-start b))
+              (goto-char (mevedel-execution-panel-row-start b))
               (goto-char (next-single-property-change (point) 'tabulated-list-column-name))
               (while (not (equal (get-text-property (point) 'tabulated-list-column-name) name))
                 (goto-char (next-single-property-change (point) 'tabulated-list-column-name)))
@@ -505,7 +505,7 @@ the limit ages finished rows out."
               (should (equal (sort (copy-sequence (mevedel-execution-panel-test--ids)) #'string<)
                              (sort (list b d) #'string<)))))
           (setq tabulated-list-sort-key nil)
-          (mevedel-execution-panel--redraw)
+          (mevedel-execution-panel-redraw)
           (should (equal (mevedel-execution-panel-test--ids) (list b d)))
           (mevedel-execution-panel-test--press "i" b)
           (goto-char (next-single-property-change (point-min) 'mevedel-execution-panel-inspector))
@@ -542,7 +542,7 @@ not sent to B, and the message names A."
                         (list :executionId a :owner "/root" :command "a" :label "A" :state "running" :tty t
                               :startedAt "2020-01-01T00:00:02.000Z")))
                      (should (equal (mevedel-execution-panel-test--ids) (list b a)))
-                     (goto-char (mevedel-execution-panel--row-start b))
+                     (goto-char (mevedel-execution-panel-row-start b))
                      (should (equal (tabulated-list-get-id) b))
                      "first")))
           (mevedel-execution-panel-test--press "s" a))
@@ -645,7 +645,7 @@ rows asks first."
                                                    (mevedel-execution-session-id person)))))))
         ;; Point on "one", in the panel's window.
         (switch-to-buffer panel)
-        (goto-char (mevedel-execution-panel--row-start one))
+        (goto-char (mevedel-execution-panel-row-start one))
         (let* ((gate (mevedel-execution-mailbox-test--gate))
                (three (funcall id-of (mevedel-execution-shell-command
                                       (format "read -r _ < %s" (shell-quote-argument gate))))))
@@ -673,7 +673,7 @@ rows asks first."
                                         (mevedel-execution-finished-work
                                          (mevedel-execution-session-id person)))))
             ;; Two marked: d asks, and a no dismisses nothing.
-            (goto-char (mevedel-execution-panel--row-start two))
+            (goto-char (mevedel-execution-panel-row-start two))
             (execute-kbd-macro (kbd "m m"))
             (let ((asked nil))
               (cl-letf (((symbol-function 'y-or-n-p)

@@ -2,9 +2,9 @@
 
 ;;; Commentary:
 
-;; The package is cut into files by concern.  A file's private names
-;; (a `--' in them) are its own: another file that needs one uses the
-;; owner's public API instead.  This reads the sources as data, so it
+;; The package is cut into files by concern, none much over 800 lines.
+;; A file's private names (a `--' in them) are its own: another file
+;; that needs one uses the owner's public API instead.  This reads the sources as data, so it
 ;; needs no helper.
 
 ;;; Code:
@@ -82,6 +82,16 @@
                                   (file-name-nondirectory file) used owner)
                           crossings :test #'equal))))))
     (should (equal crossings nil))))
+
+(ert-deftest mevedel-execution-rooms-test-files-stay-small ()
+  "No file of the package is much over 800 lines."
+  (let (long)
+    (dolist (file (mevedel-execution-rooms-test--files))
+      (with-temp-buffer
+        (insert-file-contents file)
+        (when (> (count-lines (point-min) (point-max)) 850)
+          (push (file-name-nondirectory file) long))))
+    (should (equal long nil))))
 
 (provide 'mevedel-execution-rooms-test)
 ;;; mevedel-execution-rooms-test.el ends here
