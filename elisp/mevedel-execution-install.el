@@ -16,6 +16,7 @@
 
 ;;; Code:
 
+(require 'cl-lib)
 (require 'subr-x)
 (require 'mevedel-execution-wire)
 
@@ -81,11 +82,13 @@ the checkout it was built from."
     (insert-file-contents (expand-file-name "go.mod" src))
     (and (re-search-forward "^go \\([0-9.]+\\)" nil t) (match-string 1))))
 
+(defconst mevedel-execution--go-elsewhere '("/usr/local/go/bin/go")
+  "Where Go's own installer puts the go command, which is often not on PATH.")
+
 (defun mevedel-execution--go-program ()
   "Return the go command, or nil when Go is not installed."
   (or (executable-find "go")
-      (let ((usual "/usr/local/go/bin/go"))
-        (and (file-executable-p usual) usual))))
+      (cl-find-if #'file-executable-p mevedel-execution--go-elsewhere)))
 
 (defun mevedel-execution--source-version (src)
   "Return the version a helper built from SRC should report.

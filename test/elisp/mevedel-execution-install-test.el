@@ -133,6 +133,19 @@ ARGS go before SCRIPT on its command line."
     (should (re-search-forward "^;; Version: \\(.*\\)$" nil t))
     (should (equal (match-string 1) mevedel-execution-package-version))))
 
+(ert-deftest mevedel-execution-install-test-without-go-says-what-to-install ()
+  "Without Go, install-helper says which version to install, and builds nothing."
+  (let ((exec-path nil)
+        (mevedel-execution--go-elsewhere nil)
+        (mevedel-execution-install-directory (make-temp-file "mevedel-install-" t)))
+    (unwind-protect
+        (let ((err (should-error (mevedel-execution-install-helper mevedel-execution-test--root)
+                                 :type 'user-error)))
+          (should (string-match-p "needs Go 1\\.26[.0-9]* or later, which is not installed"
+                                  (cadr err)))
+          (should-not (directory-files mevedel-execution-install-directory nil "mevedel-exec")))
+      (delete-directory mevedel-execution-install-directory t))))
+
 ;; The README's snippet, run as written but for the checkout's place.
 
 (defun mevedel-execution-install-test--readme-snippet ()
