@@ -7,7 +7,7 @@ LDFLAGS := -X github.com/mevedel/mevedel-exec/rpc.ServerVersion=$(VERSION)
 CMD     ?= echo "hello from mevedel-exec in $$PWD"; for i in 1 2 3; do echo "tick $$i"; sleep 1; done
 export MEVEDEL_EXEC_PROGRAM := $(CURDIR)/$(BIN)
 
-.PHONY: setup build run run-cli test test-go lint-go test-units test-elisp check bench bench-emacs bench-ack bench-oneshot bench-first-output clean
+.PHONY: setup build package run run-cli test test-go lint-go test-units test-elisp check bench bench-emacs bench-ack bench-oneshot bench-first-output clean
 
 setup:
 	@scripts/setup.sh
@@ -18,6 +18,11 @@ build: setup
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/mevedel-exec
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)-linux-amd64 ./cmd/mevedel-exec
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)-linux-arm64 ./cmd/mevedel-exec
+
+# The Emacs package as `package-install-file' takes it:
+# dist/mevedel-execution-VERSION.tar (Emacs's own package.el builds it).
+package:
+	emacs -Q --batch -l scripts/package.el dist
 
 # A scripted Emacs session through the facade: what a user would see.
 run: build
@@ -57,13 +62,16 @@ test-units: setup lint-go
 	$(RACE_EXIT) $(GO) test -race -count=1 -parallel 4 $(SLOW_UNITS) \
 	  $$($(GO) list ./... | grep -v -e /test/e2e$$ $(patsubst ./%,-e /%$$,$(SLOW_UNITS)))
 
-# Byte-compiling must give no warning at all (--strict); the ERT suite runs
+# Byte-compiling must give no warning at all (--strict), nor linting; the ERT suite runs
 # against the real helper, built with -tags strict so that an illegal state
 # move panics there as in every other test build.
 test-elisp: setup
 	$(GO) build -tags strict -ldflags "$(LDFLAGS)" -o bin/mevedel-exec-strict ./cmd/mevedel-exec
 	eask compile --strict
 	rm -f elisp/*.elc
+	# The linters the package ecosystem runs: package-lint, checkdoc,
+	# check-declare (Debian's elpa-package-lint, found without network).
+	scripts/lint-elisp.sh
 	# All files in one Emacs too: a name two files define differently
 	# (a class and an option) shows only there.
 	emacs -Q --batch -L elisp --eval '(setq byte-compile-error-on-warn t)' -f batch-byte-compile elisp/*.el
@@ -92,4 +100,4 @@ bench-oneshot: build
 	emacs --batch -Q -L elisp -l test/bench/emacs/oneshot.el
 
 clean:
-	rm -rf bin elisp/*.elc
+	rm -rf bin dist elisp/*.elc

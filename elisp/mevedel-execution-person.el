@@ -4,7 +4,6 @@
 
 ;; Author: The mevedel-exec developers
 ;; Version: 0.1.0
-;; Package-Requires: ((emacs "28.1"))
 ;; Keywords: processes, tools
 ;; URL: https://github.com/mevedel/mevedel-exec
 
@@ -44,15 +43,11 @@
 
 (declare-function notifications-notify "notifications")
 
-(defgroup mevedel-execution-person nil
-  "Commands a person runs through mevedel-exec."
-  :group 'mevedel-execution
-  :prefix "mevedel-execution-")
-
 (defcustom mevedel-execution-notify-desktop nil
   "Non-nil: say when work ends or waits with `notifications-notify' too.
 The echo area always has the message."
-  :type 'boolean)
+  :type 'boolean
+  :group 'mevedel-execution)
 
 (defconst mevedel-execution-person-owner "/person"
   "The owner of what a person starts: not the agent's, so nothing wakes it.")
@@ -96,14 +91,24 @@ Newest first; what was dismissed is not among them."
                            (gethash session-id mevedel-execution-person--finished-work))
              mevedel-execution-person--finished-work)))
 
-(defun mevedel-execution-person--remember-finished (session-id facts)
-  "Remember FACTS, final facts of a person's command of SESSION-ID."
+(defvar mevedel-execution-finished-work-functions nil
+  "Functions called with SESSION-ID and FACTS when a person's command ended.
+FACTS are its final facts, now among `mevedel-execution-finished-work'.
+A command that ends within its own start may have settled before
+it was known as the person's: an open panel learns it here.")
+
+(defun mevedel-execution-remember-finished (session-id facts)
+  "Remember FACTS, final facts of a person's command of SESSION-ID.
+A panel opened later shows it until dismissed; a dismissal undone
+in a panel remembers it again.  Run
+`mevedel-execution-finished-work-functions'."
   (let* ((id (plist-get facts :execution-id))
          (old (cl-remove id (gethash session-id mevedel-execution-person--finished-work)
                          :key (lambda (f) (plist-get f :execution-id)) :test #'equal)))
     (puthash session-id
              (seq-take (cons facts old) mevedel-execution-person--finished-work-limit)
-             mevedel-execution-person--finished-work)))
+             mevedel-execution-person--finished-work)
+    (run-hook-with-args 'mevedel-execution-finished-work-functions session-id facts)))
 
 (defun mevedel-execution-person-started-p (session-id execution-id)
   "Return non-nil if a person started EXECUTION-ID of SESSION-ID here."
@@ -129,7 +134,7 @@ Newest first; what was dismissed is not among them."
   "The most characters of a label an announcement shows.")
 
 (defun mevedel-execution-person--what (facts)
-  "Return what the execution of FACTS is and its command, as a person reads it.
+  "Return what the execution of FACTS is and its command, in a person's words.
 It is the execution's label, or else what the person ran it with
 \(\"Command\", \"Compile\"), then the command as typed, in quotes
 that need no escaping: Compile `make -k'."
@@ -145,14 +150,14 @@ that need no escaping: Compile `make -k'."
             (if (string-empty-p command) "" (format-message " `%s'" command)))))
 
 (defun mevedel-execution-ending-text (facts)
-  "Return the sentence that says how the execution of FACTS ended.
+  "Return the sentence telling how the execution of FACTS ended.
 Compile `make -k' failed (exit code 2)."
   (concat (mevedel-execution-person--what facts) " "
           (mevedel-execution-transcript-ending-words
            (plist-get facts :status) (plist-get facts :exit-code) (plist-get facts :signal))))
 
 (defun mevedel-execution-waiting-text (facts)
-  "Return the sentence that says the execution of FACTS waits for input.
+  "Return the sentence telling that the execution of FACTS waits for input.
 Command `read -p Password: pw' is waiting for input: Password:"
   (let ((prompt (mevedel-execution-transcript-clean (or (plist-get facts :prompt) "") 80)))
     (concat (mevedel-execution-person--what facts)
@@ -178,8 +183,8 @@ person stopped: they know."
   (let* ((id (plist-get facts :execution-id))
          (key (cons session-id id)))
     (when (and id (mevedel-execution-person-started-p session-id id)
-               (not (mevedel-execution-person-stopped-p session-id id)))
-      (mevedel-execution-person--remember-finished session-id facts))
+               (not (mevedel-execution-stopped-by-person-p session-id facts)))
+      (mevedel-execution-remember-finished session-id facts))
     (when (and id (not (gethash key mevedel-execution-person--announced))
                (or (mevedel-execution-person-started-p session-id id)
                    (mevedel-execution-person--watched-p session-id id)))
@@ -187,7 +192,7 @@ person stopped: they know."
         (clrhash mevedel-execution-person--announced))
       (puthash key t mevedel-execution-person--announced)
       (remhash key mevedel-execution-person--started)
-      (unless (mevedel-execution-person-stopped-p session-id id)
+      (unless (mevedel-execution-stopped-by-person-p session-id facts)
         (mevedel-execution-person--tell (mevedel-execution-ending-text facts))))))
 
 (defun mevedel-execution-person--note-waiting (session-id live)
@@ -303,7 +308,8 @@ message says how the command ended."
 
 (defcustom mevedel-execution-compilation-buffer-name "*mevedel-compilation*"
   "Name of the buffer of `mevedel-execution-compile'."
-  :type 'string)
+  :type 'string
+  :group 'mevedel-execution)
 
 (defvar mevedel-execution-person--last-compile nil
   "The last build: (COMMAND DIRECTORY TTY).")
@@ -336,10 +342,8 @@ stopped first, after asking.  Return the buffer."
   (let ((old (get-buffer mevedel-execution-compilation-buffer-name)))
     (when old
       (with-current-buffer old
-        (let ((facts mevedel-execution-spool--facts))
-          (when (and facts (member (plist-get facts :state) '("queued" "running" "stopping"))
-                     (car mevedel-execution-spool--source)
-                     (mevedel-execution-session-open-p (car mevedel-execution-spool--source)))
+        (let ((facts (mevedel-execution-spool-running-facts)))
+          (when facts
             (unless (yes-or-no-p (format "A build is running (%s); stop it? "
                                          (mevedel-execution-describe facts)))
               (user-error "The running build goes on"))
@@ -358,7 +362,10 @@ stopped first, after asking.  Return the buffer."
 
 ;;;###autoload
 (defun mevedel-execution-recompile ()
-  "Run the last build of `mevedel-execution-compile' again, where it ran."
+  "Run the last build of `mevedel-execution-compile' again, where it ran.
+The same command, in the same directory, with a terminal if it had
+one; a build still running in `mevedel-execution-compilation-buffer-name'
+is stopped first, after asking."
   (interactive)
   (unless mevedel-execution-person--last-compile
     (user-error "No build has run yet; M-x mevedel-execution-compile"))
@@ -396,7 +403,10 @@ Return the buffer."
     buffer))
 
 (defun mevedel-execution-history-refresh ()
-  "Read the session's journal again and show its lines."
+  "Read the session's journal again and show its lines.
+The history buffer shows one line per finished background command,
+each with its [Show result] button; this brings in what ended since
+it was drawn."
   (interactive)
   (let ((session mevedel-execution-buffer-session)
         (records nil)

@@ -4,7 +4,6 @@
 
 ;; Author: The mevedel-exec developers
 ;; Version: 0.1.0
-;; Package-Requires: ((emacs "28.1"))
 ;; Keywords: processes, tools
 ;; URL: https://github.com/mevedel/mevedel-exec
 
@@ -30,13 +29,15 @@
 (require 'mevedel-execution)
 
 (defgroup mevedel-execution-spool nil
-  "Reading the output logs of mevedel-exec."
+  "Faces of the output buffers of mevedel-exec.
+Their options are in the group `mevedel-execution'."
   :group 'mevedel-execution
   :prefix "mevedel-execution-spool-")
 
 (defcustom mevedel-execution-spool-page-bytes (* 256 1024)
   "How many bytes of a log one page of an output buffer shows."
-  :type 'natnum)
+  :type 'natnum
+  :group 'mevedel-execution)
 
 (defun mevedel-execution-spool--authority (owner as-user)
   "Authority parameters for OWNER, or the user's when AS-USER."
@@ -63,7 +64,8 @@ choose the authority."
 GLOB (default \"executions/*.log\") or ADDRESSES say which logs.
 At most MAX-MATCHES matches (200 by default), with CONTEXT lines
 around each.  Return a plist (:matches (...) :truncated BOOL); each
-match is (:address :line :text), context lines add :context t."
+match is (:address :line :text), context lines add :context t.
+OWNER or AS-USER choose the authority."
   (mevedel-execution-request
    session 'spool/grep
    (append (list :pattern pattern :glob glob
@@ -74,7 +76,8 @@ match is (:address :line :text), context lines add :context t."
 
 (cl-defun mevedel-execution-spool-glob (session &key pattern owner as-user)
   "Return the addresses of SESSION's logs matching PATTERN.
-PATTERN is a logical glob, \"executions/*.log\" by default."
+PATTERN is a logical glob, \"executions/*.log\" by default.  OWNER
+or AS-USER choose the authority."
   (plist-get (mevedel-execution-request
               session 'spool/glob
               (append (list :pattern pattern)
@@ -115,6 +118,18 @@ of the log it holds, TOTAL the log's size when last read.")
 
 (defvar-local mevedel-execution-spool--facts nil
   "The latest facts known of the execution shown, or nil.")
+
+(defun mevedel-execution-spool-running-facts (&optional buffer)
+  "Return the facts of BUFFER's command while it may still run.
+That is while it is queued, running or stopping in a session that is
+open; otherwise nil.  BUFFER defaults to the current buffer."
+  (with-current-buffer (or buffer (current-buffer))
+    (let ((facts mevedel-execution-spool--facts)
+          (session (car mevedel-execution-spool--source)))
+      (and facts session
+           (member (plist-get facts :state) '("queued" "running" "stopping"))
+           (mevedel-execution-session-open-p session)
+           facts))))
 
 (defvar-local mevedel-execution-spool--tailing nil
   "Non-nil while the buffer ends where the log ended when last read.
@@ -260,13 +275,13 @@ A settled execution shows its status and exit code (or signal):
        " · ")))))
 
 (defun mevedel-execution-spool--one-line (text)
-  "Return TEXT with its runs of whitespace made one space."
+  "Return TEXT with each stretch of whitespace made one space."
   (string-trim (replace-regexp-in-string "[ \t\n\r]+" " " text)))
 
 ;;;;; Putting text in
 
 (defun mevedel-execution-spool--carriage-motion (start end)
-  "Make the carriage returns between START and END act as a terminal's.
+  "Make each carriage return between START and END act as on a terminal.
 CR LF is a newline; a lone CR goes back to the start of its line,
 so what follows it replaces the line, as comint shows progress bars."
   (save-excursion
@@ -336,7 +351,7 @@ log, at no cost."
 ;;;;; Pages
 
 (defun mevedel-execution-spool--show (session address offset &optional align follow)
-  "Show the page of ADDRESS in SESSION that starts at byte OFFSET.
+  "Show the page of ADDRESS in SESSION beginning at byte OFFSET.
 ALIGN non-nil says OFFSET may fall inside a line: the page then
 starts at the next line.  FOLLOW non-nil says the page is the
 log's last: what is written after it is followed."
@@ -376,14 +391,18 @@ ALIGN and FOLLOW as in `mevedel-execution-spool--show'."
                                    align follow)))
 
 (defun mevedel-execution-spool-next-page ()
-  "Show the next page of the output."
+  "Show the next page of the output.
+A page is `mevedel-execution-spool-page-bytes' of the log, cut at
+line boundaries; on the last page this says so."
   (interactive)
   (mevedel-execution-spool--page
    (lambda (offset total length)
      (if (>= (+ offset length) total) (user-error "Last page") (+ offset length)))))
 
 (defun mevedel-execution-spool-previous-page ()
-  "Show the previous page of the output."
+  "Show the previous page of the output.
+A page is `mevedel-execution-spool-page-bytes' of the log, cut at
+line boundaries; on the first page this says so."
   (interactive)
   (mevedel-execution-spool--page
    (lambda (offset _total _length)
@@ -392,12 +411,16 @@ ALIGN and FOLLOW as in `mevedel-execution-spool--show'."
    t))
 
 (defun mevedel-execution-spool-first-page ()
-  "Show the first page of the output."
+  "Show the first page of the output.
+A page is `mevedel-execution-spool-page-bytes' of the log, cut at
+line boundaries; the buffer holds one page at a time."
   (interactive)
   (mevedel-execution-spool--page (lambda (&rest _) 0)))
 
 (defun mevedel-execution-spool-last-page ()
-  "Show the last page of the output; it follows the output from there."
+  "Show the last page of the output; it follows the output from there.
+While the command runs, new output is appended as it comes, and a
+window whose point was at the end stays at the end."
   (interactive)
   (mevedel-execution-spool--page
    (lambda (_offset total _length) (max 0 (- total mevedel-execution-spool-page-bytes)))
@@ -406,7 +429,11 @@ ALIGN and FOLLOW as in `mevedel-execution-spool--show'."
   (mevedel-execution-spool--follow))
 
 (defun mevedel-execution-spool-revert ()
-  "Show the current page again, as it is now; in a build's buffer, run it again."
+  "Show the current page again, as it is now; in a build's buffer, run it again.
+In the buffer of `mevedel-execution-compile' this is
+`mevedel-execution-recompile', as \\[revert-buffer] in a compilation buffer
+recompiles; elsewhere it reads the page from the log again and goes
+on following."
   (interactive)
   (if mevedel-execution-spool-rerun-function
       (funcall mevedel-execution-spool-rerun-function)
@@ -474,7 +501,9 @@ Older facts than those held are ignored."
       (mevedel-execution-spool--follow))))
 
 (defun mevedel-execution-spool--follow ()
-  "Read the output past this buffer's end, if it shows the end and there is more."
+  "Read the output past this buffer's end, if it ends where the log did.
+Only a buffer that showed the log's end follows it, and only when
+there is more."
   (pcase-let ((`(,session ,address ,start ,_total ,length) mevedel-execution-spool--source))
     (let ((size (plist-get mevedel-execution-spool--facts :output-bytes))
           (end (and start (+ start length)))
@@ -631,7 +660,10 @@ For when no chunk boundary is near enough to cut at."
     (cons session mevedel-execution-spool--execution-id)))
 
 (defun mevedel-execution-spool-stop ()
-  "Stop the command whose output this buffer shows."
+  "Stop the command whose output is in this buffer.
+SIGTERM to its process group and every descendant, SIGKILL after the
+grace period; the header line says when it ended.  A stop is not
+announced: you know."
   (interactive)
   (pcase-let ((`(,session . ,id) (mevedel-execution-spool--session-and-id))
               (name (mevedel-execution-describe mevedel-execution-spool--facts)))
@@ -647,7 +679,9 @@ For when no chunk boundary is near enough to cut at."
     (message "mevedel-exec: stopping \"%s\"..." name)))
 
 (defun mevedel-execution-spool-interrupt ()
-  "Send Ctrl-C to the command whose output this buffer shows."
+  "Send Ctrl-C to the command whose output is in this buffer.
+On its terminal if it has one, else SIGINT to its process group; a
+command that handles it goes on."
   (interactive)
   (pcase-let ((`(,session . ,id) (mevedel-execution-spool--session-and-id)))
     (mevedel-execution-request-async
@@ -656,7 +690,10 @@ For when no chunk boundary is near enough to cut at."
      :timeout mevedel-execution-request-timeout)))
 
 (defun mevedel-execution-spool-send-input (line)
-  "Type LINE and a newline into the command shown (it needs a terminal)."
+  "Type LINE and a newline into the command shown (it needs a terminal).
+Only a command started with a terminal takes input (\\[universal-argument] before
+`mevedel-execution-shell-command'); one without has its input at
+end of file, and only Ctrl-C reaches it."
   (interactive
    (progn
      (mevedel-execution-spool--session-and-id)

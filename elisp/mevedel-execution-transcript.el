@@ -4,7 +4,6 @@
 
 ;; Author: The mevedel-exec developers
 ;; Version: 0.1.0
-;; Package-Requires: ((emacs "28.1"))
 ;; Keywords: processes, tools
 ;; URL: https://github.com/mevedel/mevedel-exec
 
@@ -43,7 +42,8 @@
 (require 'mevedel-execution-spool)
 
 (defgroup mevedel-execution-transcript nil
-  "Transcript lines of mevedel-exec background work."
+  "Faces of the transcript lines of mevedel-exec background work.
+Its options are in the group `mevedel-execution'."
   :group 'mevedel-execution
   :prefix "mevedel-execution-transcript-")
 
@@ -393,11 +393,13 @@ the record's `:text', or built from its structured fields."
 
 (defcustom mevedel-execution-transcript-event-lines 20
   "Most event lines one MONITOR delivery shows; the rest are counted."
-  :type 'natnum)
+  :type 'natnum
+  :group 'mevedel-execution)
 
 (defcustom mevedel-execution-transcript-event-chars 200
   "Most characters of one monitor event line."
-  :type 'natnum)
+  :type 'natnum
+  :group 'mevedel-execution)
 
 (defconst mevedel-execution-transcript--escape-regexp
   (concat

@@ -89,7 +89,7 @@ func (s *Session) Stop(c Caller, id string, maxChars int, reply func(Observation
 	if claims {
 		e.claimStop()
 	}
-	e.cancel(&stopCause{term: Stopped, reason: "stopped on request"})
+	e.cancel(&stopCause{term: Stopped, reason: "stopped on request", user: c.User})
 	s.Go(func() {
 		<-e.done
 		o := e.observation(maxChars, true, claims)

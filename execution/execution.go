@@ -15,6 +15,7 @@ import (
 type stopCause struct {
 	term   Termination
 	reason string
+	user   bool // a stop requested with user authority (a person), not the owner's
 }
 
 func (c *stopCause) Error() string { return string(c.term) + ": " + c.reason }

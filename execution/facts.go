@@ -216,8 +216,11 @@ type Facts struct {
 	// Resources are the limits asked for and how each was applied.
 	Resources *sandbox.ResourceFacts `json:"resources,omitempty"`
 	// Limit names the limit that ended a resource-limit termination.
-	Limit   string `json:"limit,omitempty"`
-	Version uint64 `json:"version"`
+	Limit string `json:"limit,omitempty"`
+	// StoppedByUser: the stop that ended it was requested with user
+	// authority (a person: a panel, mevedel-exec stop), not by its owner.
+	StoppedByUser bool   `json:"stoppedByUser,omitempty"`
+	Version       uint64 `json:"version"`
 }
 
 // Observation is one answer about an execution: unread output and facts.

@@ -350,6 +350,7 @@ func (e *Execution) settle(exit *process.Exit, cause *stopCause) {
 			f.Termination, f.Reason = Unknown, exit.Lost
 		case cause != nil:
 			f.Termination, f.Reason = cause.term, cause.reason
+			f.StoppedByUser = cause.user
 		case hit != "":
 			f.Termination, f.Limit = ResourceLimit, hit
 			f.Reason = fmt.Sprintf("the command ran into its %s limit", hit)

@@ -127,6 +127,7 @@ func (f *Facts) AppendJSON(b []byte) []byte {
 		b = appendResourceFacts(b, f.Resources)
 	}
 	b = appendOptString(b, `,"limit":`, f.Limit)
+	b = appendOptBool(b, `,"stoppedByUser":true`, f.StoppedByUser)
 	b = append(b, `,"version":`...)
 	b = strconv.AppendUint(b, f.Version, 10)
 	return append(b, '}')

@@ -72,7 +72,7 @@ func randFacts(r *rand.Rand) Facts {
 		OutputAddress: randString(r), Pid: int(randInt(r)), Pgid: int(randInt(r)), MonitorID: randString(r),
 		ScratchDir: randString(r), TimeoutMs: randInt(r), PublishedPath: randString(r), RemoteMode: randString(r),
 		WaitingForInput: r.IntN(2) == 0, WaitingSince: randTime(r), Prompt: randString(r),
-		Ready: r.IntN(2) == 0, ReadyLine: randString(r), ReadyPort: int(randInt(r)), Limit: randString(r),
+		Ready: r.IntN(2) == 0, ReadyLine: randString(r), ReadyPort: int(randInt(r)), Limit: randString(r), StoppedByUser: r.IntN(2) == 0,
 		Version: r.Uint64(),
 	}
 	if r.IntN(2) == 0 {

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 shards=3
 # Seconds each file took in one run: the shards are balanced on these, and
 # a file not named here counts as one second.
-declare -A weight=([attention]=9 [oneshot]=8 [person]=4 [panel]=4 [mailbox]=4
+declare -A weight=([attention]=9 [oneshot]=8 [person]=4 [panel]=4 [mailbox]=4 [install]=4
   [execution]=4 [ready]=3 [filter]=2)
 declare -a files load
 for ((i = 0; i < shards; i++)); do files[i]=""; load[i]=0; done

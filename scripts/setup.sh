@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing mevedel-exec needs, when it is missing:
-# Debian packages through apt-get (when running as root; bubblewrap among
-# them), the Eask CLI through npm, and the Go modules.
+# Debian packages through apt-get (when running as root; bubblewrap and
+# package-lint among them), the Eask CLI through npm, and the Go modules.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +18,14 @@ command -v ssh >/dev/null || need_pkgs+=(openssh-client)
 command -v tmux >/dev/null || need_pkgs+=(tmux)
 # Confinement of local commands (sandbox modes best-effort and required).
 command -v bwrap >/dev/null || need_pkgs+=(bubblewrap)
+# package-lint for `eask lint package'; the Eask file adds Debian's
+# directory of Emacs packages, so Eask finds it without a network.
+compgen -G '/usr/share/emacs/site-lisp/elpa/package-lint-[0-9]*' >/dev/null ||
+  need_pkgs+=(elpa-package-lint)
+# use-package (built in from Emacs 29): the install test runs the README's
+# use-package snippet in a person's Emacs.
+emacs --batch --eval '(kill-emacs (if (locate-library "use-package") 0 1))' >/dev/null 2>&1 ||
+  need_pkgs+=(elpa-use-package)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "setup: missing ${need_pkgs[*]}; install them (apt-get install ${need_pkgs[*]}) or run as root" >&2

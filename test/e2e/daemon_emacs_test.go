@@ -76,7 +76,7 @@ const emacsSecond = `
   ;; A barrier, then the daemon says nothing is pending: no resend can come.
   (e2e-wait "no pending delivery"
             (lambda ()
-              (let ((st (mevedel-execution--call (mevedel-execution--connection) 'daemon/status nil)))
+              (let ((st (mevedel-execution-call (mevedel-execution-connect) 'daemon/status nil)))
                 (zerop (apply #'+ (mapcar (lambda (s) (plist-get s :pending)) (plist-get st :sessions)))))))
   (let ((d (e2e-delivered id)))
     (e2e-say "delivered %s %d exit %s" id (length d) (plist-get (plist-get (car d) :attrs) :exit-code))))
@@ -304,7 +304,7 @@ const emacsMismatch = `
  :ready-pattern "up" :yield-time-ms 20000)
 (e2e-wait "the start" (lambda () e2e-obs))
 (defun e2e-pid ()
-  (plist-get (mevedel-execution--call (mevedel-execution--connection) 'daemon/status nil) :pid))
+  (plist-get (mevedel-execution-call (mevedel-execution-connect) 'daemon/status nil) :pid))
 (let ((id (plist-get (plist-get e2e-obs :facts) :execution-id))
       (pid (e2e-pid)))
   (e2e-say "refused %s"
@@ -340,4 +340,69 @@ func TestDaemonModeVersionMismatch(t *testing.T) {
 	if !strings.Contains(e.errs.String(), "the helper daemon runs version") {
 		t.Fatalf("the person was not told of the mismatch:\n%s", e.errs.String())
 	}
+}
+
+// The first Emacs of the history test runs a person's command and a
+// background one of the agent's session, each to its end, and exits.
+const emacsHistoryFirst = `
+(require 'mevedel-execution-panel)
+(setq mevedel-execution-person-directory (getenv "E2E_PERSON"))
+(let* ((default-directory (getenv "E2E_PROJECT"))
+       (buffer (mevedel-execution-shell-command "echo before-restart")))
+  (e2e-wait "the person's command to end"
+            (lambda () (equal (plist-get (buffer-local-value 'mevedel-execution-spool--facts buffer) :state)
+                              "settled")))
+  (e2e-say "person %s" (buffer-local-value 'mevedel-execution-spool--execution-id buffer)))
+(let (obs)
+  (mevedel-execution-start-bash (lambda (o) (setq obs o)) :session e2e-session
+                                :command "sleep 0.2; echo background" :label "in the background"
+                                :yield-time-ms 0)
+  (e2e-wait "the yield" (lambda () obs))
+  (let ((id (plist-get (plist-get obs :facts) :execution-id)))
+    (e2e-wait "its delivery" (lambda () (e2e-delivered id)))
+    (e2e-say "background %s" id)))
+`
+
+// The second Emacs, after the restart, opens the panels of both
+// sessions: the work that ended before is there, finished.
+const emacsHistorySecond = `
+(require 'mevedel-execution-panel)
+(setq mevedel-execution-person-directory (getenv "E2E_PERSON"))
+(defun e2e-rows (buffer)
+  (with-current-buffer buffer
+    (mapcar (lambda (e) (format "%s:%s" (car e)
+                                (plist-get (mevedel-execution-panel-facts (car e)) :status)))
+            tabulated-list-entries)))
+(let ((default-directory (getenv "E2E_PROJECT")))
+  (e2e-say "person-rows %S" (e2e-rows (mevedel-execution-panel (mevedel-execution-person-session)))))
+(e2e-say "agent-rows %S" (e2e-rows (mevedel-execution-panel e2e-session)))
+`
+
+// TestDaemonModePanelShowsHistory: with the helper daemon, an Emacs
+// started after another exited finds in its panels the finished work
+// of before, from the session's journal: a person's command and the
+// agent's background command.
+func TestDaemonModePanelShowsHistory(t *testing.T) {
+	t.Parallel()
+	d := newDaemonEnv(t)
+	project := filepath.Join(d.home, "project")
+	if err := os.Mkdir(project, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"E2E_STATE=" + filepath.Join(d.home, "state"), "E2E_PROJECT=" + project + "/",
+		"E2E_PERSON=" + filepath.Join(d.home, "person") + "/"}
+
+	first := startEmacs(t, d, env, emacsHistoryFirst)
+	person := strings.Fields(first.line("person "))[1]
+	background := strings.Fields(first.line("background "))[1]
+	first.exit()
+
+	second := startEmacs(t, d, env, emacsHistorySecond)
+	if got, want := second.line("person-rows "), `person-rows ("`+person+`:completed")`; got != want {
+		t.Errorf("the person's panel after the restart: %s, want %s", got, want)
+	}
+	if got, want := second.line("agent-rows "), `agent-rows ("`+background+`:completed")`; got != want {
+		t.Errorf("the agent session's panel after the restart: %s, want %s", got, want)
+	}
+	second.exit()
 }

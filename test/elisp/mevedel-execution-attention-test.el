@@ -183,7 +183,7 @@ What it covered died with its helper; the commit retires nothing."
       (let ((frontier (mevedel-execution-retire-begin session nil)))
         (should (> frontier 0))
         (mevedel-execution-attention-test--kill-helper)
-        (advice-add 'mevedel-execution--async :before note)
+        (advice-add 'mevedel-execution-call-async :before note)
         (unwind-protect
             (progn
               (should (eql (mevedel-execution-retire-commit session nil frontier) 0))
@@ -192,7 +192,7 @@ What it covered died with its helper; the commit retires nothing."
                               (mevedel-execution-retire-begin session nil cb)))
                            0))
               (should (equal sent '(owner/retire))))
-          (advice-remove 'mevedel-execution--async note))))))
+          (advice-remove 'mevedel-execution-call-async note))))))
 
 ;;;; The delivered event
 

@@ -91,7 +91,7 @@ still handled, in order, after it."
                   (when (and (eq type 'settled)
                              (equal (plist-get (plist-get plist :facts) :execution-id) "A"))
                     (push (list 'call (condition-case err
-                                          (mevedel-execution--call conn 'ping nil 10)
+                                          (mevedel-execution-call conn 'ping nil 10)
                                         (error (list 'error err))))
                           mevedel-execution-filter-test--log))))))
     (setq conn (mevedel-execution-filter-test--fake
@@ -128,12 +128,12 @@ after the callback."
                               (mevedel-execution-filter-test--settled "C"))))))
     (unwind-protect
         (progn
-          (mevedel-execution--async
+          (mevedel-execution-call-async
            conn 'first nil
            :on-result (lambda (r)
                         (push (list 'first r) mevedel-execution-filter-test--log)
                         (push (list 'inner (condition-case err
-                                               (mevedel-execution--call conn 'second nil 10)
+                                               (mevedel-execution-call conn 'second nil 10)
                                              (error (list 'error err))))
                               mevedel-execution-filter-test--log))
            :timeout 10)
@@ -164,7 +164,7 @@ handled."
                   (push method log)
                   (when (eq method 'one)
                     (push (condition-case err
-                              (progn (mevedel-execution--call conn 'ping nil 1) 'returned)
+                              (progn (mevedel-execution-call conn 'ping nil 1) 'returned)
                             (mevedel-execution-error (list 'refused (error-message-string err))))
                           log))))))
     (unwind-protect
@@ -202,12 +202,12 @@ Each callback runs in the buffer current when its call was made."
     (unwind-protect
         (progn
           (with-current-buffer b1
-            (mevedel-execution--async
+            (mevedel-execution-call-async
              conn 'first nil
              :on-result (lambda (r) (push (list 'first r (current-buffer)) log))
              :timeout 10))
           (with-current-buffer b2
-            (mevedel-execution--async
+            (mevedel-execution-call-async
              conn 'second nil
              :on-result (lambda (_) (push 'second log))
              :on-lost (lambda (_why) (push (list 'lost (current-buffer)) log))))
@@ -288,7 +288,7 @@ after it, as is everything the helper sends later."
        session (mevedel-execution-mailbox-test--finish session "owed") seen)
       (should-not (assq 'wake log))
       (setq log nil)
-      (let* ((conn (mevedel-execution--ensure session))
+      (let* ((conn (mevedel-execution-ensure-session session))
              (handle nil)
              (messages
               (mevedel-execution-filter-test--as-one-read

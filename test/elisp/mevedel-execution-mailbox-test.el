@@ -264,7 +264,7 @@ then nothing more: the notification must not wait for more input."
                             :noquery t)))))
     (unwind-protect
         (progn
-          (should (equal (mevedel-execution--call conn 'ping nil 10) '(:ok t)))
+          (should (equal (mevedel-execution-call conn 'ping nil 10) '(:ok t)))
           (should (equal events
                          '((settled :session-id "s" :facts (:execution-id "exec-fake-000001"))))))
       (delete-process (jsonrpc--process conn)))))

@@ -114,8 +114,8 @@
            (output-buffer (format "*mevedel-exec output %s*" id)))
       (mevedel-execution-panel-test--with-panel session _panel
         (mevedel-execution-panel-test--press "i" id)
-        (should (equal mevedel-execution-panel--expanded (list id)))
-        (let ((facts (mevedel-execution-panel--facts id)))
+        (should (equal mevedel-execution-panel-expanded (list id)))
+        (let ((facts (mevedel-execution-panel-facts id)))
           (dolist (text (list "state running" (format "pid %s" (plist-get facts :pid))
                               (format "cwd %s" (plist-get facts :cwd))
                               (format "log artifact://executions/%s.log" id)
@@ -143,7 +143,7 @@
                 (should (string-match-p "got:hello" (buffer-string)))))
           (when (get-buffer output-buffer) (kill-buffer output-buffer)))
         (mevedel-execution-panel-test--press "RET" id)
-        (should-not mevedel-execution-panel--expanded)
+        (should-not mevedel-execution-panel-expanded)
         (should-not (text-property-any (point-min) (point-max)
                                        'mevedel-execution-panel-inspector id))
         (should-not (mevedel-execution-panel-test--shown-p "| tick"))
@@ -188,13 +188,13 @@
 (ert-deftest mevedel-execution-panel-test-helper-death-and-recovery ()
   "A dead helper empties the panel, which says so; g reopens the session,
 whose journal marks the work it left lost, kills what it left running,
-and gives the transcript one line saying so."
+and gives the transcript one line saying so; the panel shows it lost."
   (mevedel-execution-test--with-helper session
     (let* ((id (mevedel-execution-mailbox-test--start-background session "sleep 300" "sleeper"))
            (messages nil))
       (mevedel-execution-panel-test--with-panel session _panel
         (should (equal (mevedel-execution-panel-test--ids) (list id)))
-        (let ((pid (plist-get (mevedel-execution-panel--facts id) :pid)))
+        (let ((pid (plist-get (mevedel-execution-panel-facts id) :pid)))
           (should (integerp pid))
           ;; The row must be on disk before the crash to be recovered.
           (mevedel-execution-transcript-checkpoint session)
@@ -212,7 +212,10 @@ and gives the transcript one line saying so."
                         (when fmt (push (apply #'format fmt args) messages))
                         (apply orig fmt args))))
             (call-interactively (key-binding (kbd "g"))))
-          (should (mevedel-execution-panel-test--shown-p "No background work"))
+          ;; Nothing runs; the session's history shows the work lost.
+          (should (mevedel-execution-panel-test--shown-p "Nothing runs now"))
+          (should (equal (mevedel-execution-panel-test--ids) (list id)))
+          (should (equal (plist-get (mevedel-execution-panel-facts id) :status) "lost"))
           (should (cl-find-if (lambda (m) (and (string-match-p "marked lost" m)
                                                (string-match-p (regexp-quote id) m)
                                                (string-match-p "sleeper" m)))
@@ -255,7 +258,7 @@ and gives the transcript one line saying so."
       (mevedel-execution-panel-test--with-panel session _panel
         (mevedel-execution-panel-test--changed
          sid (funcall f "e1" "one") (funcall f "e2" "two") (funcall f "e3" "three"))
-        (goto-char (mevedel-execution-panel--row-start "e2"))
+        (goto-char (mevedel-execution-panel-row-start "e2"))
         (forward-char 5)
         (let ((column (current-column)))
           (mevedel-execution-panel-test--changed
@@ -334,14 +337,14 @@ s = socket.socket(); s.bind((\"127.0.0.1\", 0)); s.listen(); time.sleep(100)' >/
       (unwind-protect
           (mevedel-execution-panel-test--with-panel session _panel
             (mevedel-execution-panel-test--press "RET" id)
-            (should (member id mevedel-execution-panel--expanded))
+            (should (member id mevedel-execution-panel-expanded))
             ;; The port comes only once the inspector is open.
             (write-region "" nil go)
             (mevedel-execution-test--wait-until
              (lambda () (mevedel-execution-panel-test--shown-p "listening 127.0.0.1:"))
              "the port in the inspector")
             (mevedel-execution-panel-test--press "RET" id)
-            (should-not mevedel-execution-panel--expanded)
+            (should-not mevedel-execution-panel-expanded)
             (mevedel-execution-panel-test--press "k" id)
             (mevedel-execution-panel-test--wait-gone id "the server's row to go"))
         (delete-directory dir t)))))

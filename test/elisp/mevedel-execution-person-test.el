@@ -389,7 +389,7 @@ the limit ages finished rows out."
       (mevedel-execution-panel-test--with-panel session panel
         (save-window-excursion
           (set-window-buffer (selected-window) panel)
-          (mevedel-execution-panel--redraw)
+          (mevedel-execution-panel-redraw)
           (should (equal (mevedel-execution-panel-test--ids) (list fail ok)))
           ;; A panel on screen with live rows redraws its runtimes; one
           ;; that is hidden does not.
@@ -400,7 +400,7 @@ the limit ages finished rows out."
             (should-not mevedel-execution-panel--timer)
             (should-not (memq timer timer-list))
             (set-window-buffer (selected-window) panel)
-            (mevedel-execution-panel--redraw)
+            (mevedel-execution-panel-redraw)
             (should (timerp mevedel-execution-panel--timer)))
           (mevedel-execution-mailbox-test--open gate)
           (mevedel-execution-test--wait-until
@@ -462,8 +462,8 @@ the limit ages finished rows out."
         (mevedel-execution-panel-test--press "m" a)
         (should (equal (tabulated-list-get-id) b))
         (mevedel-execution-panel-test--press "m" c)
-        (should (equal mevedel-execution-panel--marked (list c a)))
-        (goto-char (mevedel-execution-panel--row-start a))
+        (should (equal mevedel-execution-panel-marked (list c a)))
+        (goto-char (mevedel-execution-panel-row-start a))
         (should (looking-at "\\*"))
         (mevedel-execution-panel-test--press "k" b)
         (mevedel-execution-panel-test--wait-gone a "a to stop")
@@ -471,7 +471,7 @@ the limit ages finished rows out."
         (should (equal (mevedel-execution-panel-test--ids) (list b)))
         ;; Every column fits in 80 columns and in 60; Label takes the rest.
         (dolist (width '(80 60 160))
-          (let* ((format (mevedel-execution-panel--format width))
+          (let* ((format (mevedel-execution-panel-format width))
                  (total (+ 2 (apply #'+ (mapcar (lambda (c) (1+ (nth 1 c))) format)))))
             (should (= (length format) 7))
             (should (<= total width))
@@ -484,8 +484,8 @@ the limit ages finished rows out."
         ;; Two labels alike in their first 20 characters still differ at 80.
         (let ((rows (list (list :execution-id "exec-abcde-000007" :label "npm run build:frontend" :state "running")
                           (list :execution-id "exec-abcde-000008" :label "npm run build:backend" :state "running"))))
-          (let ((cells (mapcar (lambda (f) (cadr (mevedel-execution-panel--entry f))) rows))
-                (w (nth 1 (aref (mevedel-execution-panel--format 80) 3))))
+          (let ((cells (mapcar (lambda (f) (cadr (mevedel-execution-panel-entry f))) rows))
+                (w (nth 1 (aref (mevedel-execution-panel-format 80) 3))))
             (should (equal (mapcar (lambda (c) (substring-no-properties (aref c 0))) cells) '("000007" "000008")))
             (should (equal (get-text-property 0 'help-echo (aref (car cells) 0)) "exec-abcde-000007"))
             (should-not (equal (truncate-string-to-width (aref (nth 0 cells) 3) w nil nil t)
@@ -496,7 +496,7 @@ the limit ages finished rows out."
            (lambda () (member d (mevedel-execution-panel-test--ids))) "d's row")
           (dotimes (i 7)
             (let ((name (car (aref tabulated-list-format i))))
-              (goto-char (mevedel-execution-panel--row-start b))
+              (goto-char (mevedel-execution-panel-row-start b))
               (goto-char (next-single-property-change (point) 'tabulated-list-column-name))
               (while (not (equal (get-text-property (point) 'tabulated-list-column-name) name))
                 (goto-char (next-single-property-change (point) 'tabulated-list-column-name)))
@@ -505,7 +505,7 @@ the limit ages finished rows out."
               (should (equal (sort (copy-sequence (mevedel-execution-panel-test--ids)) #'string<)
                              (sort (list b d) #'string<)))))
           (setq tabulated-list-sort-key nil)
-          (mevedel-execution-panel--redraw)
+          (mevedel-execution-panel-redraw)
           (should (equal (mevedel-execution-panel-test--ids) (list b d)))
           (mevedel-execution-panel-test--press "i" b)
           (goto-char (next-single-property-change (point-min) 'mevedel-execution-panel-inspector))
@@ -542,7 +542,7 @@ not sent to B, and the message names A."
                         (list :executionId a :owner "/root" :command "a" :label "A" :state "running" :tty t
                               :startedAt "2020-01-01T00:00:02.000Z")))
                      (should (equal (mevedel-execution-panel-test--ids) (list b a)))
-                     (goto-char (mevedel-execution-panel--row-start b))
+                     (goto-char (mevedel-execution-panel-row-start b))
                      (should (equal (tabulated-list-get-id) b))
                      "first")))
           (mevedel-execution-panel-test--press "s" a))
@@ -612,6 +612,130 @@ the inspector lists listening ports, which w opens in a browser."
               (mevedel-execution-panel-test--press "w" "exec-fake0-000003"))
             (should (equal sent '(exec/forward (:execution-id "exec-fake0-000003" :port 5173))))
             (should (equal (car urls) "http://127.0.0.1:40123"))))))))
+
+;;;; The panel keeps point on its execution; a dismissal can be undone
+
+(ert-deftest mevedel-execution-person-test-panel-point-dismiss-undo ()
+  "A row added above leaves point on its execution, whose row d dismisses.
+u brings the dismissed row back, point on it; d on several marked
+rows asks first."
+  (mevedel-execution-person-test--with session
+    (ignore session)
+    (let* ((dir (mevedel-execution-person-test--project))
+           (default-directory dir)
+           (first (mevedel-execution-shell-command "echo one"))
+           (person (mevedel-execution-person-session dir))
+           (panel (mevedel-execution-panel person))
+           (ids (lambda () (with-current-buffer panel (mevedel-execution-panel-test--ids))))
+           (id-of (lambda (buffer) (buffer-local-value 'mevedel-execution-spool--execution-id buffer)))
+           (one (funcall id-of first)))
+      (switch-to-buffer panel)
+      (delete-other-windows)
+      (mevedel-execution-test--wait-until (lambda () (equal (funcall ids) (list one)))
+                                          "the first finished row")
+      (let ((two (funcall id-of (mevedel-execution-shell-command "echo two"))))
+        (condition-case nil
+            (mevedel-execution-test--wait-until (lambda () (equal (funcall ids) (list two one)))
+                                                "the second finished row, above")
+          (ert-test-failed
+           (ert-fail (list "no second finished row above the first" :rows (funcall ids)
+                           :two two :one one
+                           :finished-work (mapcar (lambda (f) (plist-get f :execution-id))
+                                                  (mevedel-execution-finished-work
+                                                   (mevedel-execution-session-id person)))))))
+        ;; Point on "one", in the panel's window.
+        (switch-to-buffer panel)
+        (goto-char (mevedel-execution-panel-row-start one))
+        (let* ((gate (mevedel-execution-mailbox-test--gate))
+               (three (funcall id-of (mevedel-execution-shell-command
+                                      (format "read -r _ < %s" (shell-quote-argument gate))))))
+          (switch-to-buffer panel)
+          (mevedel-execution-test--wait-until (lambda () (equal (funcall ids) (list three two one)))
+                                              "a live row above the finished ones")
+          (with-current-buffer panel
+            (should (equal (tabulated-list-get-id) one))
+            (should (equal (save-excursion (goto-char (window-point (get-buffer-window panel)))
+                                           (tabulated-list-get-id))
+                           one))
+            ;; d acts on the row point is on: "one", not the line it was on.
+            (call-interactively #'mevedel-execution-panel-dismiss)
+            (should (equal (funcall ids) (list three two)))
+            (should (mevedel-execution-person-test--said-p
+                     (format "Dismissed \"echo one\"; %s brings it back"
+                             (substitute-command-keys
+                              "\\<mevedel-execution-panel-mode-map>\\[mevedel-execution-panel-unmark]"))))
+            ;; u, on a row that is not marked, undoes it.
+            (execute-kbd-macro (kbd "u"))
+            (should (equal (funcall ids) (list three two one)))
+            (should (equal (tabulated-list-get-id) one))
+            ;; A panel opened later shows it again too.
+            (should (member one (mapcar (lambda (f) (plist-get f :execution-id))
+                                        (mevedel-execution-finished-work
+                                         (mevedel-execution-session-id person)))))
+            ;; Two marked: d asks, and a no dismisses nothing.
+            (goto-char (mevedel-execution-panel-row-start two))
+            (execute-kbd-macro (kbd "m m"))
+            (let ((asked nil))
+              (cl-letf (((symbol-function 'y-or-n-p)
+                         (lambda (prompt) (push prompt asked) nil)))
+                (should-error (call-interactively #'mevedel-execution-panel-dismiss)
+                              :type 'user-error))
+              (should (equal asked '("Dismiss 2 marked finished rows? ")))
+              (should (equal (funcall ids) (list three two one)))
+              (cl-letf (((symbol-function 'y-or-n-p) (lambda (_prompt) t)))
+                (call-interactively #'mevedel-execution-panel-dismiss))
+              (should (equal (funcall ids) (list three))))
+            (execute-kbd-macro (kbd "u"))
+            (should (equal (funcall ids) (list three two one))))
+          (mevedel-execution-stop-all-user person))))))
+
+(ert-deftest mevedel-execution-person-test-stop-from-elsewhere-is-the-persons ()
+  "A person's stop made outside this Emacs is not announced; its row goes.
+The stop comes with user authority but is not noted in Emacs, as
+`mevedel-exec stop' at a shell makes it; the final facts say
+`:stopped-by-user'.  A command that ends by itself is announced."
+  (mevedel-execution-person-test--with session
+    (ignore session)
+    (let* ((dir (mevedel-execution-person-test--project))
+           (default-directory dir)
+           (gate (mevedel-execution-mailbox-test--gate))
+           (command (format "read -r _ < %s" (shell-quote-argument gate)))
+           (buffer (mevedel-execution-shell-command command))
+           (id (buffer-local-value 'mevedel-execution-spool--execution-id buffer))
+           (person (mevedel-execution-person-session dir))
+           (panel (mevedel-execution-panel person)))
+      (with-current-buffer panel
+        (mevedel-execution-test--wait-until
+         (lambda () (member id (mevedel-execution-panel-test--ids))) "the live row"))
+      (let ((final nil))
+        (mevedel-execution-stop-user person id (lambda (obs) (setq final obs)))
+        (mevedel-execution-test--wait-until (lambda () final) "the stop's answer")
+        (should (plist-get (plist-get final :facts) :stopped-by-user))
+        (should (equal (plist-get (plist-get final :facts) :termination) "stopped")))
+      (with-current-buffer panel
+        (mevedel-execution-test--wait-until
+         (lambda () (not (member id (mevedel-execution-panel-test--ids)))) "the row to go"))
+      (mevedel-execution-test--wait-until
+       (lambda () (equal (plist-get (buffer-local-value 'mevedel-execution-spool--facts buffer) :state)
+                         "settled"))
+       "the output buffer's end")
+      (should-not (cl-find-if (lambda (m) (string-match-p "stopped\\|signal" m))
+                              mevedel-execution-person-test--messages))
+      (should-not (member id (mapcar (lambda (f) (plist-get f :execution-id))
+                                     (mevedel-execution-finished-work
+                                      (mevedel-execution-session-id person)))))
+      ;; Its owner's stop, by contrast, carries no such mark.
+      (let* ((done nil)
+             (obs nil))
+        (mevedel-execution-start-bash (lambda (o) (setq obs o)) :session session
+                                      :command (format "read -r _ < %s" (shell-quote-argument gate))
+                                      :yield-time-ms 0)
+        (mevedel-execution-test--wait-until (lambda () obs) "the agent's start")
+        (mevedel-execution-stop session nil (plist-get (plist-get obs :facts) :execution-id)
+                                (lambda (o) (setq done o)))
+        (mevedel-execution-test--wait-until (lambda () done) "the owner's stop")
+        (should (equal (plist-get (plist-get done :facts) :termination) "stopped"))
+        (should-not (plist-get (plist-get done :facts) :stopped-by-user))))))
 
 (provide 'mevedel-execution-person-test)
 ;;; mevedel-execution-person-test.el ends here

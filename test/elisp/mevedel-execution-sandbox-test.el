@@ -19,27 +19,27 @@
   "The client's arguments become the wire policy."
   (let ((mevedel-execution-sandbox-mode 'best-effort))
     ;; None given: the session's default applies.
-    (should-not (mevedel-execution--sandbox nil nil nil))
-    (should (equal (mevedel-execution--sandbox '("/w") nil nil)
+    (should-not (mevedel-execution-sandbox-params nil nil nil))
+    (should (equal (mevedel-execution-sandbox-params '("/w") nil nil)
                    '(:mode "best-effort" :writableRoots ["/w"])))
-    (should (equal (mevedel-execution--sandbox '("/w") nil "use_default" '("/r"))
+    (should (equal (mevedel-execution-sandbox-params '("/w") nil "use_default" '("/r"))
                    '(:mode "best-effort" :writableRoots ["/w"] :readOnlyPaths ["/r"])))
-    (should (equal (mevedel-execution--sandbox '("/w") nil 'require_escalated)
+    (should (equal (mevedel-execution-sandbox-params '("/w") nil 'require_escalated)
                    '(:mode "off" :writableRoots ["/w"])))
-    (should (equal (mevedel-execution--sandbox
+    (should (equal (mevedel-execution-sandbox-params
                     nil '(:network t :file-system ((:path "/x" :access write)
                                                    (:path "/y" :access read)
                                                    (:path "/z" :access none)))
                     "with_additional_permissions")
                    '(:mode "best-effort" :writableRoots ["/x"] :readOnlyPaths ["/y"]
                            :inaccessiblePaths ["/z"] :network "allow")))
-    (should (equal (plist-get (mevedel-execution--sandbox nil '(:network nil) nil) :network)
+    (should (equal (plist-get (mevedel-execution-sandbox-params nil '(:network nil) nil) :network)
                    "deny"))
     (let ((mevedel-execution-sandbox-mode 'required))
-      (should (equal (plist-get (mevedel-execution--sandbox '("/w") nil nil) :mode) "required")))
-    (should-error (mevedel-execution--sandbox nil nil "sometimes")
+      (should (equal (plist-get (mevedel-execution-sandbox-params '("/w") nil nil) :mode) "required")))
+    (should-error (mevedel-execution-sandbox-params nil nil "sometimes")
                   :type 'wrong-type-argument)
-    (should-error (mevedel-execution--sandbox nil '(:file-system ((:path "/x" :access all))) nil)
+    (should-error (mevedel-execution-sandbox-params nil '(:file-system ((:path "/x" :access all))) nil)
                   :type 'wrong-type-argument)))
 
 (ert-deftest mevedel-execution-sandbox-test-confined-bash ()

@@ -12,6 +12,8 @@
 
 (require 'ert)
 (require 'cl-lib)
+(require 'cus-edit)
+(require 'wid-edit)
 (require 'mevedel-execution-test-support
          (expand-file-name "mevedel-execution-test-support.el"
                            (file-name-directory (or load-file-name buffer-file-name))))
@@ -33,6 +35,9 @@
     ((or 'string 'file) (list "mevedel-settings-test"))
     ('directory (list "/tmp/mevedel-settings-test/"))
     (`(repeat string) (list '("mevedel" "settings")))
+    ;; A simple type with keyword arguments: (directory :tag "...").
+    (`(,(and simple (pred symbolp)) ,(pred keywordp) . ,_)
+     (mevedel-execution-settings-test--other simple default))
     (`(choice . ,alternatives)
      (cl-loop for alt in alternatives
               for other = (pcase alt
@@ -91,6 +96,48 @@
                                 collect (list 'quote (list sym (list 'quote value)))))))
       (should (equal (mevedel-execution-settings-test--run set-form options)
                      options)))))
+
+(ert-deftest mevedel-execution-settings-test-one-customize-group ()
+  "Every option is in `customize-group' mevedel-execution, editable there.
+Its type's widget takes the default value, and the group's buffer
+shows every option."
+  (let ((members (mapcar #'car (get 'mevedel-execution 'custom-group)))
+        (options nil))
+    (mapatoms (lambda (sym)
+                (when (and (custom-variable-p sym)
+                           (string-prefix-p "mevedel-execution" (symbol-name sym)))
+                  (push sym options))))
+    (should (> (length options) 15))
+    (dolist (sym options)
+      (should (memq sym members))
+      (should (widget-apply (widget-convert (get sym 'custom-type)) :match (default-value sym))))
+    (save-window-excursion
+      (customize-group 'mevedel-execution)
+      (unwind-protect
+          (dolist (sym options)
+            (should (save-excursion
+                      (goto-char (point-min))
+                      (re-search-forward
+                       (concat "^Show Value " (regexp-quote (custom-unlispify-tag-name sym)) " *$")
+                       nil t))))
+        (kill-buffer)))))
+
+(ert-deftest mevedel-execution-settings-test-commands-say-what-they-do ()
+  "C-h f of every command: one line saying what it does, then details."
+  (let ((commands nil))
+    (mapatoms (lambda (sym)
+                (when (and (commandp sym)
+                           (string-prefix-p "mevedel-execution" (symbol-name sym))
+                           ;; Not a menu: `easy-menu-define' makes a command too.
+                           (not (and (boundp sym) (keymapp (symbol-value sym)))))
+                  (push sym commands))))
+    (should (> (length commands) 30))
+    (dolist (sym commands)
+      (let* ((doc (documentation sym))
+             (lines (split-string doc "\n")))
+        (should (string-match-p "\\`[A-Z].*[.)]\\'" (car lines)))
+        (should (<= (length (car lines)) 80))
+        (should (cl-some (lambda (l) (not (string-blank-p l))) (cdr lines)))))))
 
 (provide 'mevedel-execution-settings-test)
 ;;; mevedel-execution-settings-test.el ends here

@@ -155,8 +155,8 @@ Return its execution id; its result goes to the mailbox."
   "Return the current Observation of ID in SESSION, seen by the user.
 The user's view never counts as the model reading the result, so
 it changes nothing about wakes."
-  (mevedel-execution--call
-   (mevedel-execution--ensure session) 'exec/observe
+  (mevedel-execution-call
+   (mevedel-execution-ensure-session session) 'exec/observe
    (list :sessionId (mevedel-execution-session-id session) :as "user" :executionId id)))
 
 (defun mevedel-execution-mailbox-test--wait-consumed (session id seen)
@@ -280,7 +280,7 @@ SEEN is bound to the function of
 
 (defun mevedel-execution-panel-test--press (key id)
   "Press KEY on the row of execution ID in the current panel."
-  (goto-char (or (mevedel-execution-panel--row-start id)
+  (goto-char (or (mevedel-execution-panel-row-start id)
                  (ert-fail (format "no row for %s" id))))
   (let ((command (key-binding (kbd key))))
     (should (commandp command))
@@ -300,18 +300,18 @@ on return."
     (mevedel-execution--dispatch-notification
      mevedel-execution--current 'exec/changed
      (list :sessionId session-id :changed (vconcat gone live))))
-  (mevedel-execution--drain))
+  (mevedel-execution-drain))
 
 (defun mevedel-execution-panel-test--wait-gone (id what)
   "Wait until the current panel has no row ID; WHAT names the wait.
 A failure says what the panel and the system knew of the process."
-  (let ((facts (mevedel-execution-panel--facts id)))
+  (let ((facts (mevedel-execution-panel-facts id)))
     (condition-case err
         (mevedel-execution-test--wait-until
          (lambda () (not (member id (mevedel-execution-panel-test--ids)))) what)
       (ert-test-failed
        (let ((pid (plist-get facts :pid)))
-         (ert-fail (list (cadr err) :facts (mevedel-execution-panel--facts id)
+         (ert-fail (list (cadr err) :facts (mevedel-execution-panel-facts id)
                          :process (and pid (process-attributes pid)))))))))
 
 (defun mevedel-execution-panel-test--gone-p (pid)

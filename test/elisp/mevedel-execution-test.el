@@ -222,13 +222,13 @@ call starts a new helper and reopens the session."
   (mevedel-execution-test--with-helper session
     (let* ((obs (mevedel-execution-test--start session "sleep 1000" :yield-time-ms 0))
            (id (plist-get (mevedel-execution-test--facts obs) :execution-id))
-           (conn (mevedel-execution--ensure session))
+           (conn (mevedel-execution-ensure-session session))
            (params (list :sessionId (mevedel-execution-session-id session)
                          :executionId id :waitMs 20000))
            (timer (run-with-timer 0.2 nil (lambda () (signal (quote quit) nil)))))
       (unwind-protect
           (should (eq 'quit (condition-case nil
-                                (progn (mevedel-execution--call conn 'exec/observe params 30) 'returned)
+                                (progn (mevedel-execution-call conn 'exec/observe params 30) 'returned)
                               (quit 'quit))))
         (cancel-timer timer))
       ;; Had the quit left the helper waiting, this second waiting
@@ -253,8 +253,8 @@ call starts a new helper and reopens the session."
                          :attrs (list :executionId "exec-x-000001" :status "completed"
                                       :exitCode 0 :yielded :json-false))))
       (clrhash mevedel-execution--deliveries)
-      (cl-letf* ((orig (symbol-function 'mevedel-execution--async))
-                 ((symbol-function 'mevedel-execution--async)
+      (cl-letf* ((orig (symbol-function 'mevedel-execution-call-async))
+                 ((symbol-function 'mevedel-execution-call-async)
                   (lambda (conn method params &rest args)
                     (when (eq method 'mailbox/ack)
                       (cl-incf acks)
@@ -264,11 +264,11 @@ call starts a new helper and reopens the session."
         (mevedel-execution--dispatch-notification mevedel-execution--current 'mailbox/deliver params)
         ;; Queued, as from the process filter: the sink has not run yet.
         (should-not records)
-        (mevedel-execution--drain)
+        (mevedel-execution-drain)
         ;; The helper sends it again (say the first ack was lost): the sink
         ;; does not see it twice, and the ack is repeated.
         (mevedel-execution--dispatch-notification mevedel-execution--current 'mailbox/deliver params)
-        (mevedel-execution--drain))
+        (mevedel-execution-drain))
       (should (= (length records) 1))
       (should (= acks 2))
       (let ((attrs (plist-get (car records) :attrs)))
@@ -290,7 +290,7 @@ call starts a new helper and reopens the session."
            (lambda () (not (process-live-p (get-process "mevedel-exec-build"))))
            "the build")
           (should (file-executable-p built))
-          (should (equal (mevedel-execution--program) built)))
+          (should (equal (mevedel-execution-program-file) built)))
       (delete-directory mevedel-execution-install-directory t))))
 
 (provide 'mevedel-execution-test)

@@ -114,7 +114,7 @@ Lisp keys) both match Go's spelling."
         (let ((inhibit-read-only t)) (erase-buffer)))
       (dotimes (_ 2)
         (mevedel-execution--dispatch-notification nil 'exec/brand-new (list :sessionId "s"))
-        (mevedel-execution--drain))
+        (mevedel-execution-drain))
       (should (equal mevedel-execution--unknown-notifications '(exec/brand-new)))
       (with-current-buffer warnings
         (should (= 1 (how-many "notification exec/brand-new" (point-min) (point-max))))))))
@@ -146,7 +146,7 @@ Lisp keys) both match Go's spelling."
   (let ((cases (gethash "notices" (mevedel-execution-wire-test--doc))))
     (should (> (length cases) 5))
     (dolist (c cases)
-      (let ((attrs (mevedel-execution--normalize
+      (let ((attrs (mevedel-execution-normalize
                     (mevedel-execution-wire-test--wire-plist (gethash "attrs" c))))
             (text (gethash "text" c)))
         (should (equal (list attrs (mevedel-execution-transcript-notice-text attrs))

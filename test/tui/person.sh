@@ -12,6 +12,8 @@
 #  5. Two terminal commands: B (started first) waits on a gate, A reads a
 #     line.  With point on A, s opens the prompt; B ends while it is open
 #     (its row moves under point); the typed line still reaches A.
+#  5b. Through M-x, a command's first line is on screen soon after it was
+#     written (the time it took is in first-output-ms.txt).
 #  6. With one command still running, C-x C-c asks, naming it; "yes" ends
 #     Emacs and the helper.
 #
@@ -161,6 +163,27 @@ t send-keys -t person M-\< o
 a_output() { grep -q '^A got:hello'; }
 wait_for 20 "A's output" a_output
 screen >"$out/output-a.txt"
+
+# 5b. A command's first output is on screen soon after it arrives, on a
+# warm helper, through M-x as typed: the command prints the time it
+# writes (ms), the screen is polled until that line shows.
+mx mevedel-execution-shell-command
+wait_for 20 "the command prompt" prompted
+t send-keys -t person -l 'sleep 0.5; echo "stamp:$(date +%s%3N)"'
+t send-keys -t person Enter
+deadline=$(($(date +%s%N) + 20 * 1000000000))
+while :; do
+	stamp=$(screen | sed -n 's/^stamp:\([0-9]\{13\}\) *$/\1/p' | head -1)
+	if [ -n "$stamp" ]; then
+		echo $(($(date +%s%3N) - stamp)) >"$out/first-output-ms.txt"
+		break
+	fi
+	[ "$(date +%s%N)" -lt "$deadline" ] || die "the first output never showed"
+	sleep 0.01
+done
+screen >"$out/first-output.txt"
+stamp_done() { grep -q 'stamp.*completed (exit 0)'; }
+wait_for 20 "the command to end" stamp_done
 
 # 6. Something runs; C-x C-c asks, naming it.
 mx mevedel-execution-shell-command

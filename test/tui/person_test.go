@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -138,6 +139,20 @@ func TestPersonOnScreen(t *testing.T) {
 	}
 	if !sawB {
 		t.Errorf("no log of B among %v", logs)
+	}
+
+	// The first output reached the screen soon after the command wrote
+	// it: not after the seconds Emacs's M-x spent looking for a shorter
+	// name to suggest (its loop reads no process output and redraws
+	// nothing). The bound is loose for a loaded machine; the figure is
+	// logged.
+	ms, err := strconv.Atoi(strings.TrimSpace(read(t, art, "first-output-ms.txt")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first output on screen %d ms after the command wrote it", ms)
+	if ms > 1000 {
+		t.Errorf("the first output took %d ms to show:\n%s", ms, read(t, art, "first-output.txt"))
 	}
 
 	if q := read(t, art, "quit.txt"); !strings.Contains(q, "1 command still running under mevedel-exec") {

@@ -98,7 +98,7 @@
     (setq ack-bench--read (float-time))))
 
 (defun ack-bench--note-answer (orig conn method params &rest keys)
-  "Around `mevedel-execution--async': time the answer to `mailbox/ack'.
+  "Around `mevedel-execution-call-async': time the answer to `mailbox/ack'.
 ORIG, CONN, METHOD, PARAMS and KEYS as for that function."
   (if (eq method 'mailbox/ack)
       (apply orig conn method params
@@ -157,7 +157,7 @@ Return a plist of times, or nil when the command did not yield."
          (mevedel-execution-program program)
          (mevedel-execution-event-functions nil)
          (mevedel-execution-wake-functions nil))
-    (advice-add 'mevedel-execution--async :around #'ack-bench--note-answer)
+    (advice-add 'mevedel-execution-call-async :around #'ack-bench--note-answer)
     (advice-add 'jsonrpc--process-filter :before #'ack-bench--note-read)
     (unwind-protect
         (let* ((session (mevedel-execution-open-session
@@ -208,7 +208,7 @@ Return a plist of times, or nil when the command did not yield."
             (bench-common-say "target median <= %.0f ms, settlement to durable ack: %.3f ms (reference %s)   %s"
                               ack-bench--target-ms headline ack-bench--reference
                               (if (<= headline ack-bench--target-ms) "PASS" "MISS"))))
-      (advice-remove 'mevedel-execution--async #'ack-bench--note-answer)
+      (advice-remove 'mevedel-execution-call-async #'ack-bench--note-answer)
       (advice-remove 'jsonrpc--process-filter #'ack-bench--note-read)
       (mevedel-execution-teardown-all)
       (let ((stderr (get-buffer "*mevedel-exec stderr*")))
