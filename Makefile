@@ -7,7 +7,7 @@ LDFLAGS := -X github.com/mevedel/mevedel-exec/rpc.ServerVersion=$(VERSION)
 CMD     ?= echo "hello from mevedel-exec in $$PWD"; for i in 1 2 3; do echo "tick $$i"; sleep 1; done
 export MEVEDEL_EXEC_PROGRAM := $(CURDIR)/$(BIN)
 
-.PHONY: setup build package run run-cli test test-go lint-go test-units test-elisp check bench bench-emacs bench-ack bench-oneshot bench-first-output clean
+.PHONY: setup build package run run-cli test test-go lint-go test-units test-elisp check bench bench-emacs bench-ack bench-oneshot bench-first-output bench-live200 clean
 
 setup:
 	@scripts/setup.sh
@@ -93,6 +93,12 @@ bench-ack: build
 # shell command against compile, the same command, interleaved.
 bench-first-output: build
 	test/bench/emacs/tty.sh test/bench/emacs/firstoutput.el
+
+# Emacs with 200 live commands (emacs -nw under tmux): its CPU and largest
+# heartbeat gap with the panel open and one output followed, against the
+# same commands under make-process.
+bench-live200: build
+	test/bench/emacs/tty.sh test/bench/emacs/live200.el
 
 # Emacs's 10 ms heartbeat while run-one-shot waits for a 2 s command,
 # next to the same wait with a blocking call-process.

@@ -9,12 +9,16 @@ cd "$(dirname "$0")/../../.."
 el=$1
 dir=$(mktemp -d)
 sock="$dir/tmux"
-trap 'tmux -S "$sock" kill-server 2>/dev/null; rm -rf "$dir"' EXIT
+pane=""
+# Emacs is ended before its terminal: one whose tty hangs up while its
+# helper runs can spin instead of exiting.
+trap '[ -n "$pane" ] && kill -9 "$pane" 2>/dev/null; tmux -S "$sock" kill-server 2>/dev/null; rm -rf "$dir"' EXIT
 mkdir -m 700 "$dir/home"
 out="$dir/report"
 tmux -S "$sock" new-session -d -x 120 -y 40 \
   env HOME="$dir/home" MEVEDEL_BENCH_OUT="$out" MEVEDEL_BENCH_COMMAND="${MEVEDEL_BENCH_COMMAND:-}" MEVEDEL_EXEC_PROGRAM="$PWD/bin/mevedel-exec" \
   emacs -nw -Q -L elisp -l "$el"
+pane=$(tmux -S "$sock" list-panes -F '#{pane_pid}')
 # Bounded: a benchmark that hangs is reported with its last screen.
 for _ in $(seq 3000); do
   if [ -s "$out" ] && ! tmux -S "$sock" has-session 2>/dev/null; then break; fi

@@ -1,0 +1,159 @@
+;;; live200.el --- Emacs with 200 live commands: facade against make-process  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; Run by test/bench/emacs/tty.sh in an `emacs -nw' under tmux (make
+;; bench-live200), so that redisplay runs as it does for a person.
+;;
+;; A 10 ms heartbeat timer records `float-time' stamps; the largest gap
+;; between two says how long Emacs could not run timers.  Three phases
+;; of `live200-bench--seconds' each, measured from the command loop:
+;;
+;;   idle     the heartbeat alone;
+;;   facade   `live200-bench--count' commands, each printing a line every
+;;            100 ms, started with `mevedel-execution-start-bash' (yielded
+;;            at once) in one session, the panel of that session open in
+;;            one window and the first command's output buffer followed
+;;            in another;
+;;   make     the same commands under `make-process', each with its own
+;;            buffer (the default filter inserts), the first one shown.
+;;
+;; Emacs's CPU over a phase is `get-internal-run-time'.  The goals: the
+;; facade's CPU at most half the make-process side's, and its largest gap
+;; at most the idle one plus 5 ms.  The report goes to $MEVEDEL_BENCH_OUT.
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'subr-x)
+(require 'mevedel-execution)
+(require 'bench-common
+         (expand-file-name "bench-common.el"
+                           (file-name-directory
+                            (or load-file-name
+                                (bound-and-true-p byte-compile-current-file)
+                                buffer-file-name))))
+
+(defconst live200-bench--count 200 "Live commands in each busy phase.")
+(defconst live200-bench--seconds 20.0 "Length of each phase.")
+(defconst live200-bench--beat 0.01 "Period of the heartbeat.")
+
+(defconst live200-bench--command
+  "for i in $(seq 200); do echo \"line $i of a command that prints every 100 ms\"; sleep 0.1; done"
+  "Each command of the busy phases: a line every 100 ms for 20 s.")
+
+(defvar live200-bench--stamps nil "Heartbeat stamps of the phase, newest first.")
+(defvar live200-bench--results nil "Alist of (PHASE CPU-MS MAX-GAP-MS).")
+(defvar live200-bench--timer nil "The heartbeat.")
+(defvar live200-bench--procs nil "The make-process side's processes.")
+
+(defun live200-bench--cpu-ms ()
+  "Emacs's CPU time so far, in ms."
+  (* 1000 (float-time (get-internal-run-time))))
+
+(defun live200-bench--measure (phase then)
+  "Measure PHASE for `live200-bench--seconds', then call THEN."
+  (garbage-collect)
+  (setq live200-bench--stamps (list (float-time)))
+  (let ((cpu0 (live200-bench--cpu-ms)))
+    (setq live200-bench--timer
+          (run-at-time live200-bench--beat live200-bench--beat
+                       (lambda () (push (float-time) live200-bench--stamps))))
+    (run-at-time
+     live200-bench--seconds nil
+     (live200-bench--guard
+      (lambda ()
+       (cancel-timer live200-bench--timer)
+       (let* ((stamps (reverse live200-bench--stamps))
+              (gap (cl-loop for (a b) on stamps while b maximize (- b a))))
+         (push (list phase (- (live200-bench--cpu-ms) cpu0) (* 1000 gap))
+               live200-bench--results))
+       (funcall then))))))
+
+(defun live200-bench--facade (then)
+  "Run the facade phase, then call THEN."
+  (let* ((state (make-temp-file "live200-state-" t))
+         (session (mevedel-execution-open-session
+                   "live200" state (list :maxLive (+ 16 live200-bench--count))))
+         (started 0)
+         (first nil))
+    (dotimes (_ live200-bench--count)
+      (mevedel-execution-start-bash
+       (lambda (obs)
+         (cl-incf started)
+         (unless first
+           (setq first (plist-get (plist-get obs :facts) :execution-id))))
+       :session session :command live200-bench--command :yield-time-ms 0))
+    (let ((deadline (+ (float-time) 60)))
+      (while (and (< started live200-bench--count) (< (float-time) deadline))
+        (accept-process-output nil 0.05)))
+    (unless (= started live200-bench--count)
+      (live200-bench--finish (format "error: %d of %d commands started" started live200-bench--count)))
+    (delete-other-windows)
+    (mevedel-execution-panel session)
+    (delete-other-windows (get-buffer-window (current-buffer)))
+    (let ((below (split-window-below)))
+      (set-window-buffer below (mevedel-execution-spool-open-output session first t)))
+    (live200-bench--measure
+     'facade
+     (lambda ()
+       (mevedel-execution-stop-all-user session)
+       (funcall then)))))
+
+(defun live200-bench--make-process (then)
+  "Run the make-process phase, then call THEN."
+  (delete-other-windows)
+  (dotimes (i live200-bench--count)
+    (push (make-process :name (format "live200-%d" i)
+                        :buffer (generate-new-buffer (format "*live200 %d*" i))
+                        :command (list "bash" "-c" live200-bench--command)
+                        :noquery t)
+          live200-bench--procs))
+  (switch-to-buffer (process-buffer (car (last live200-bench--procs))))
+  (live200-bench--measure
+   'make
+   (lambda ()
+     (dolist (p live200-bench--procs) (delete-process p))
+     (funcall then))))
+
+(defun live200-bench--finish (&optional error)
+  "Write the report (or ERROR) and exit."
+  (with-temp-file (getenv "MEVEDEL_BENCH_OUT")
+    (if error
+        (insert error "\n")
+      (pcase-let ((`(,_ ,icpu ,igap) (assq 'idle live200-bench--results))
+                  (`(,_ ,fcpu ,fgap) (assq 'facade live200-bench--results))
+                  (`(,_ ,mcpu ,mgap) (assq 'make live200-bench--results)))
+        (insert (format "Emacs with %d live commands, a line every 100 ms each, %.0f s a phase, %s\n"
+                        live200-bench--count live200-bench--seconds (emacs-version)))
+        (insert (format "  idle          CPU %7.0f ms  largest heartbeat gap %6.1f ms\n" icpu igap))
+        (insert (format "  facade        CPU %7.0f ms  largest heartbeat gap %6.1f ms  (panel open, one output followed)\n" fcpu fgap))
+        (insert (format "  make-process  CPU %7.0f ms  largest heartbeat gap %6.1f ms  (a buffer each, one shown)\n" mcpu mgap))
+        (insert (format "  CPU facade/make-process %.2fx (goal <= 0.5x: %s); gap facade - idle %+.1f ms (goal <= +5 ms: %s)\n"
+                        (/ fcpu (max mcpu 1.0)) (if (<= fcpu (* 0.5 mcpu)) "PASS" "MISS")
+                        (- fgap igap) (if (<= fgap (+ igap 5)) "PASS" "MISS"))))))
+  (kill-emacs (if error 1 0)))
+
+(setq mevedel-execution-program
+      (or (getenv "MEVEDEL_EXEC_PROGRAM") mevedel-execution-program))
+(defun live200-bench--guard (fn)
+  "Return FN wrapped so that an error ends the benchmark with a report."
+  (lambda (&rest args)
+    (condition-case err
+        (apply fn args)
+      (error (live200-bench--finish (format "error: %s" (error-message-string err)))))))
+
+(run-at-time
+ 0.5 nil
+ (live200-bench--guard
+  (lambda ()
+    (live200-bench--measure
+     'idle
+     (live200-bench--guard
+      (lambda ()
+        (live200-bench--facade
+         (live200-bench--guard
+          (lambda ()
+            (live200-bench--make-process #'live200-bench--finish))))))))))
+
+;;; live200.el ends here
