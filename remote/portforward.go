@@ -28,6 +28,9 @@ func (p *Pool) Forward(ctx context.Context, t Target, host string, port int) (*F
 	if err != nil {
 		return nil, err
 	}
+	if r.Stream() {
+		return nil, notSSH(r, "forwarding a port")
+	}
 	if _, err := p.anyConn(ctx, r); err != nil {
 		return nil, err
 	}
