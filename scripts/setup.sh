@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing mevedel-exec needs, when it is missing:
-# Debian packages through apt-get (when running as root; bubblewrap among
-# them), the Eask CLI through npm, and the Go modules.
+# Debian packages through apt-get (when running as root; bubblewrap, sudo,
+# podman and runc among them), the Eask CLI through npm, and the Go modules.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +18,11 @@ command -v ssh >/dev/null || need_pkgs+=(openssh-client)
 command -v tmux >/dev/null || need_pkgs+=(tmux)
 # Confinement of local commands (sandbox modes best-effort and required).
 command -v bwrap >/dev/null || need_pkgs+=(bubblewrap)
+# /sudo: targets are tested with the real sudo, /podman: (and /docker:
+# through podman's command line) with Podman running runc.
+command -v sudo >/dev/null || need_pkgs+=(sudo)
+command -v podman >/dev/null || need_pkgs+=(podman)
+{ [ -x /usr/sbin/runc ] || command -v runc >/dev/null; } || need_pkgs+=(runc)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "setup: missing ${need_pkgs[*]}; install them (apt-get install ${need_pkgs[*]}) or run as root" >&2

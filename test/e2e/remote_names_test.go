@@ -82,9 +82,10 @@ func TestRemoteBadNamesRefused(t *testing.T) {
 		cwd  string
 		want []string
 	}{
-		{"/docker:box:/tmp", []string{`method "docker"`, "ssh, scp, sshx, scpx, rsync"}},
-		{"/sudo::/etc", []string{`method "sudo"`}},
-		{"/kubernetes:pod:/", []string{`method "kubernetes"`}},
+		{"/kubernetes:pod:/", []string{`method "kubernetes"`, "ssh, scp, sshx, scpx, rsync, sudo, podman, docker"}},
+		{"/adb:phone:/tmp", []string{`method "adb"`}},
+		{"/sudo:root@elsewhere.example:/tmp", []string{"sudo runs on this machine only", `"elsewhere.example"`}},
+		{"/podman:-box:/tmp", []string{`malformed container name "-box"`}},
 		{"/ssh:" + host + "|sudo:root@localhost:/tmp", []string{`hop 2`, `"sudo"`, "SSH only"}},
 		{"/ssh:" + host + "|docker:box|ssh:" + host + ":/tmp", []string{`hop 2`, `"docker"`}},
 		{"/ssh:" + host + "|ssh::/tmp", []string{`hop 2`, "empty host"}},

@@ -1,0 +1,290 @@
+package e2e
+
+// /podman: targets against real Podman containers (runc, a root file
+// system made of this machine's binaries; testsupport.BuildRootfs). One
+// container serves the tests that only run commands in it; a test that
+// removes, stops or recreates a container has its own. Every container
+// is removed at the end (no grace).
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/internal/testsupport"
+	"github.com/mevedel/mevedel-exec/remote"
+)
+
+// containers is the state the container tests share: one root file
+// system, one directory bind-mounted at /work in every container, and
+// the shared container.
+var containers struct {
+	once   sync.Once
+	err    error
+	rootfs string
+	work   string
+	shared string // the shared container's name
+	n      atomic.Int64
+	mu     sync.Mutex
+	made   []string // guarded by mu; names to remove at the end
+}
+
+// containerSetup builds the root file system (with the helper's
+// libraries, so its build runs there) and starts the shared container.
+func containerSetup(t *testing.T) {
+	t.Helper()
+	containers.once.Do(func() {
+		base := filepath.Dir(helperBin)
+		containers.rootfs = filepath.Join(base, "rootfs")
+		containers.work = filepath.Join(base, "work")
+		if containers.err = os.MkdirAll(containers.work, 0o755); containers.err != nil {
+			return
+		}
+		_ = os.Chmod(base, 0o755)
+		if containers.err = testsupport.BuildRootfs(containers.rootfs, helperBin); containers.err != nil {
+			return
+		}
+		atEnd(removeContainers)
+		containers.shared, containers.err = runContainer(context.Background())
+	})
+	if containers.err != nil {
+		t.Fatalf("container setup: %v", containers.err)
+	}
+}
+
+// runContainer starts a container of a fresh name.
+func runContainer(ctx context.Context, extra ...string) (string, error) {
+	name := fmt.Sprintf("mvx-e2e-%d-%d", os.Getpid(), containers.n.Add(1))
+	containers.mu.Lock()
+	containers.made = append(containers.made, name)
+	containers.mu.Unlock()
+	return name, testsupport.RunContainer(ctx, name, containers.rootfs, containers.work, extra...)
+}
+
+// newContainer starts a container of this test's own, removed at its end.
+func newContainer(t *testing.T, extra ...string) string {
+	t.Helper()
+	containerSetup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name, err := runContainer(ctx, extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = testsupport.RemoveContainer(name) })
+	return name
+}
+
+func removeContainers() {
+	containers.mu.Lock()
+	defer containers.mu.Unlock()
+	for _, n := range containers.made {
+		_ = testsupport.RemoveContainer(n)
+	}
+}
+
+// workDir is a fresh directory of the shared /work, writable by anyone
+// (a container's user may be another uid).
+func workDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp(containers.work, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chmod(d, 0o777)
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// inWork names a path of the shared directory as a container sees it.
+func inWork(local string) string {
+	rel, err := filepath.Rel(containers.work, local)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		panic("not under the shared work directory: " + local)
+	}
+	return "/work/" + rel
+}
+
+// containerAlive asks the container whether pid (as it numbers it) is a
+// live process there.
+func containerAlive(name string) func(int) bool {
+	return func(pid int) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+		defer cancel()
+		out, err := testsupport.Podman(ctx, "exec", name, "bash", "-c",
+			fmt.Sprintf(`s=$(cat /proc/%d/stat 2>/dev/null) || exit 0; s=${s##*) }; [ "${s%%%% *}" = Z ] || echo alive`, pid))
+		return err == nil && strings.TrimSpace(out) == "alive"
+	}
+}
+
+// podmanPlace is a fresh helper and session for a container as user
+// (empty: the container's own).
+func podmanPlace(t *testing.T, name, user string) targetPlace {
+	t.Helper()
+	h := startHelper(t)
+	host := name
+	if user != "" {
+		host = user + "@" + name
+	}
+	return targetPlace{h: h, s: h.open(nil), target: "podman:" + host, method: "podman",
+		dir: func(t *testing.T) (string, string) {
+			d := workDir(t)
+			return d, "/podman:" + host + ":" + inWork(d)
+		},
+		inside: inWork, alive: containerAlive(name)}
+}
+
+// The core remote checks in a container, as its root and as another
+// uid (whose home cannot be written: the agent goes to a private
+// directory of /tmp).
+func TestPodmanTargetCore(t *testing.T) {
+	t.Parallel()
+	containerSetup(t)
+	t.Run("root", func(t *testing.T) {
+		t.Parallel()
+		targetCore(t, func(t *testing.T) targetPlace { return podmanPlace(t, containers.shared, "") })
+	})
+	t.Run("nobody", func(t *testing.T) {
+		t.Parallel()
+		targetCore(t, func(t *testing.T) targetPlace { return podmanPlace(t, containers.shared, "65534") })
+	})
+}
+
+// The facts of a container target, its incarnation the engine's id and
+// start time, and a user@container running as that user.
+func TestPodmanTargetFacts(t *testing.T) {
+	t.Parallel()
+	containerSetup(t)
+	p := podmanPlace(t, containers.shared, "65534")
+	_, cwd := p.dir(t)
+	o := p.s.mustStart("id -u; echo $HOME", map[string]any{"cwd": cwd})
+	f := o.Facts
+	if !strings.HasPrefix(o.Output, "65534\n") || f.SupportTier != remote.TierSupported || f.TargetMethod != "podman" || f.Target != "podman:65534@"+containers.shared {
+		t.Fatalf("%q %+v", o.Output, f)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	out, err := testsupport.Podman(ctx, "inspect", "--format", "{{.Id}} {{.State.StartedAt}}", containers.shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, started, _ := strings.Cut(strings.TrimSpace(out), " ")
+	if in := f.TargetIncarnation; in == nil || in.ContainerID != id || in.StartedAt != started || in.BootID == "" {
+		t.Fatalf("targetIncarnation %+v, want container %s started %s", in, id, started)
+	}
+}
+
+// A container removed and made again under its name while a command
+// runs in it: the execution settles lost with reason target-replaced as
+// soon as the agent's stream ends, its owner gets one delivery, and
+// nothing is signalled in the new container (its pids are others').
+func TestPodmanContainerReplacedSettlesLost(t *testing.T) {
+	t.Parallel()
+	name := newContainer(t)
+	p := podmanPlace(t, name, "")
+	_, cwd := p.dir(t)
+	o := p.s.mustStart("echo started; exec sleep 1000", map[string]any{"cwd": cwd, "yieldMs": 0})
+	p.s.observeUntil(o, "started")
+	f := p.h.waitState(o.Facts.ExecutionID, execution.Running)
+	if in := f.TargetIncarnation; in == nil || in.ContainerID == "" {
+		t.Fatalf("targetIncarnation %+v", in)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := testsupport.Podman(ctx, "rm", "-f", "-t", "0", name); err != nil {
+		t.Fatal(err)
+	}
+	// The new incarnation, with a process at the old command's pid if
+	// it can be had: it must not be signalled.
+	if err := testsupport.RunContainer(ctx, name, containers.rootfs, containers.work); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	d := p.h.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == f.ExecutionID })
+	if since := time.Since(back); since > 5*time.Second {
+		t.Errorf("settled %v after the container came back", since)
+	}
+	if d.Observation == nil {
+		t.Fatalf("delivery without an observation: %+v", d)
+	}
+	if g := d.Observation.Facts; g.Termination != execution.Lost || g.Status != execution.StatusLost ||
+		g.Reason != execution.ReasonTargetReplaced || g.ExitCode != nil || g.Signal != "" {
+		t.Fatalf("after the container was replaced: %+v", g)
+	}
+	// The new incarnation runs the next command, and its pid 1 (the
+	// sleep that keeps it) was never signalled.
+	o = p.s.mustStart("echo again; cat /proc/1/cmdline | tr '\\0' ' '", map[string]any{"cwd": cwd})
+	if in := o.Facts.TargetIncarnation; !strings.HasPrefix(o.Output, "again\n") || in == nil || in.ContainerID == f.TargetIncarnation.ContainerID {
+		t.Fatalf("after the replacement: %q %+v", o.Output, in)
+	}
+	if n := len(p.h.deliveriesOf(f.ExecutionID)); n != 1 {
+		t.Fatalf("%d deliveries of the replaced execution, want 1", n)
+	}
+}
+
+// A container that does not exist, or is stopped, is unavailable, named,
+// at once; a malformed or unsupported name is invalid.
+func TestPodmanBadTargets(t *testing.T) {
+	t.Parallel()
+	stopped := newContainer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := testsupport.Podman(ctx, "stop", "-t", "0", stopped); err != nil {
+		t.Fatal(err)
+	}
+	h := startHelper(t, withEnv(execution.DockerVar+"=podman"))
+	s := h.open(nil)
+	for _, tc := range []struct {
+		cwd  string
+		code int64
+		want string
+	}{
+		{"/podman:mvx-no-such-container:/", -32005, `there is no container "mvx-no-such-container"`},
+		{"/podman:" + stopped + ":/", -32005, fmt.Sprintf("container %q is not running (exited)", stopped)},
+		{"/docker:mvx-no-such-container:/", -32005, `no container "mvx-no-such-container"`},
+		{"/podman::/", -32602, "empty container name"},
+		{"/podman:-rm:/", -32602, `malformed container name "-rm"`},
+		{"/podman:box#3:/", -32602, `a port has no meaning for method "podman"`},
+		{"/ssh:a|podman:box:/", -32602, `hop 2 of "/ssh:a|podman:box:/" uses method "podman"`},
+		{"/kubernetes:pod:/", -32602, `method "kubernetes" of "/kubernetes:pod:/" is not supported`},
+	} {
+		start := time.Now()
+		err := h.call("exec/start", map[string]any{"sessionId": s.id, "command": "echo never", "cwd": tc.cwd}, nil)
+		e, ok := rpcError(err)
+		if !ok || e.Code != tc.code || !strings.Contains(e.Message, tc.want) {
+			t.Fatalf("%s: %v, want %d naming %q", tc.cwd, err, tc.code, tc.want)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("%s: answered after %v", tc.cwd, d)
+		}
+	}
+	var list struct{ Executions []execution.Facts }
+	h.mustCall("exec/list", map[string]any{"sessionId": s.id}, &list)
+	if len(list.Executions) != 0 {
+		t.Fatalf("registered: %+v", list.Executions)
+	}
+}
+
+// /docker: runs through the same code with the docker command line:
+// here podman's, which takes the same arguments (no Docker engine runs
+// on this machine). Its tier is experimental.
+func TestDockerTargetThroughPodmanCLI(t *testing.T) {
+	t.Parallel()
+	containerSetup(t)
+	h := startHelper(t, withEnv(execution.DockerVar+"=podman"))
+	s := h.open(nil)
+	d := workDir(t)
+	o := s.mustStart("echo in-docker; pwd", map[string]any{"cwd": "/docker:" + containers.shared + ":" + inWork(d)})
+	f := o.Facts
+	if o.Output != "in-docker\n"+inWork(d)+"\n" || f.Target != "docker:"+containers.shared || f.TargetMethod != "docker" ||
+		f.SupportTier != remote.TierExperimental || f.RemoteMode != remote.ModeAgent {
+		t.Fatalf("%q %+v", o.Output, f)
+	}
+}

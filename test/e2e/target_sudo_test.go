@@ -1,0 +1,205 @@
+package e2e
+
+// /sudo: targets with Debian's real sudo: users and a sudoers rule that
+// the tests make (root only: a test that is not root fails, it does not
+// skip). mvx-e2e-nopw may run anything as anyone without a password,
+// mvx-e2e-pw only with one (which the helper never types), and
+// mvx-e2e-tgt is a user commands run as.
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/internal/client"
+	"github.com/mevedel/mevedel-exec/internal/testsupport"
+	"github.com/mevedel/mevedel-exec/remote"
+)
+
+const (
+	sudoNoPassword = "mvx-e2e-nopw"
+	sudoPassword   = "mvx-e2e-pw"
+	sudoTarget     = "mvx-e2e-tgt"
+)
+
+var sudoFixture struct {
+	once sync.Once
+	err  error
+	uids map[string]int
+}
+
+// sudoSetup makes the users (kept: another test binary may use them)
+// and this test binary's sudoers rule (removed at the end).
+func sudoSetup(t *testing.T) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Fatal("the sudo tests make users and a sudoers rule, which needs root")
+	}
+	if _, err := exec.LookPath("sudo"); err != nil {
+		t.Fatal("sudo is not installed (scripts/setup.sh installs it as root)")
+	}
+	sudoFixture.once.Do(func() {
+		sudoFixture.uids = map[string]int{}
+		for _, name := range []string{sudoNoPassword, sudoPassword, sudoTarget} {
+			if _, err := user.Lookup(name); err != nil {
+				out, err := exec.Command("useradd", "--create-home", "--shell", "/bin/bash", name).CombinedOutput()
+				if _, lerr := user.Lookup(name); err != nil && lerr != nil { // another binary may have won
+					sudoFixture.err = fmt.Errorf("useradd %s: %v: %s", name, err, out)
+					return
+				}
+			}
+			u, _ := user.Lookup(name)
+			sudoFixture.uids[name], _ = strconv.Atoi(u.Uid)
+		}
+		rule := fmt.Sprintf("%s ALL=(ALL:ALL) NOPASSWD: ALL\n%s ALL=(ALL:ALL) ALL\n", sudoNoPassword, sudoPassword)
+		file := fmt.Sprintf("/etc/sudoers.d/mvx-e2e-%d", os.Getpid())
+		tmp := filepath.Join(filepath.Dir(helperBin), "sudoers")
+		if sudoFixture.err = os.WriteFile(tmp, []byte(rule), 0o440); sudoFixture.err != nil {
+			return
+		}
+		if out, err := exec.Command("visudo", "-cf", tmp).CombinedOutput(); err != nil {
+			sudoFixture.err = fmt.Errorf("visudo: %v: %s", err, out)
+			return
+		}
+		if sudoFixture.err = os.Rename(tmp, file); sudoFixture.err != nil {
+			return
+		}
+		atEnd(func() { os.Remove(file) })
+	})
+	if sudoFixture.err != nil {
+		t.Fatalf("sudo setup: %v", sudoFixture.err)
+	}
+}
+
+// helperAs starts a helper (a copy any user can run) as name, with a
+// home and state directory of that user's.
+func helperAs(t *testing.T, name string) *helper {
+	t.Helper()
+	uid := sudoFixture.uids[name]
+	dir := ownedDir(t, uid)
+	home := filepath.Join(dir, "home")
+	mkdirOwned(t, dir, home, uid)
+	bin := reachable(t, helperBin)
+	h := startHelper(t, func(o *client.Options, _ string) {
+		o.Bin, o.Env, o.Credential = bin, baseEnv(home), &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}
+	})
+	h.home = home
+	return h
+}
+
+// sudoPlace is a helper of mvx-e2e-nopw running commands as root through
+// /sudo:: (as = ""), or a helper of root running them as as.
+func sudoPlace(t *testing.T, as string) targetPlace {
+	t.Helper()
+	sudoSetup(t)
+	var h *helper
+	var s *session
+	prefix, target, owner := "/sudo::", "sudo:root@localhost", 0
+	if as == "" {
+		h = helperAs(t, sudoNoPassword)
+		dir := ownedDir(t, sudoFixture.uids[sudoNoPassword])
+		s = h.openAt(filepath.Join(dir, "state"), nil)
+	} else {
+		h = startHelper(t, func(o *client.Options, _ string) { o.Bin = reachable(t, helperBin) })
+		s = h.open(nil)
+		prefix, target, owner = "/sudo:"+as+"@localhost:", "sudo:"+as+"@localhost", sudoFixture.uids[as]
+	}
+	return targetPlace{h: h, s: s, target: target, method: "sudo",
+		dir: func(t *testing.T) (string, string) {
+			d := ownedDir(t, owner)
+			return d, prefix + d
+		},
+		inside: func(p string) string { return p }, alive: testsupport.Alive}
+}
+
+// The core remote checks through sudo on this machine: to root with
+// /sudo:: from a user whose rule needs no password, and to another user
+// from root.
+func TestSudoTargetCore(t *testing.T) {
+	t.Parallel()
+	t.Run("root", func(t *testing.T) {
+		t.Parallel()
+		targetCore(t, func(t *testing.T) targetPlace { return sudoPlace(t, "") })
+	})
+	t.Run("user", func(t *testing.T) {
+		t.Parallel()
+		targetCore(t, func(t *testing.T) targetPlace { return sudoPlace(t, sudoTarget) })
+	})
+}
+
+// Commands run as the user sudo names, from the helper's own build, and
+// the facts say where.
+func TestSudoTargetFacts(t *testing.T) {
+	t.Parallel()
+	for _, as := range []string{"", sudoTarget} {
+		p := sudoPlace(t, as)
+		_, cwd := p.dir(t)
+		o := p.s.mustStart("id -un", map[string]any{"cwd": cwd})
+		want := as
+		if as == "" {
+			want = "root"
+		}
+		f := o.Facts
+		if o.Output != want+"\n" || f.Target != p.target || f.TargetMethod != "sudo" || f.SupportTier != remote.TierSupported || f.RemoteMode != remote.ModeAgent {
+			t.Fatalf("%s: %q %+v", cwd, o.Output, f)
+		}
+		boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+		if in := f.TargetIncarnation; in == nil || in.BootID != strings.TrimSpace(string(boot)) || in.ContainerID != "" {
+			t.Fatalf("targetIncarnation %+v", in)
+		}
+	}
+}
+
+// sudo that wants a password is unavailable at once, says so, and
+// leaves nothing running; a user sudo does not know is named.
+func TestSudoWantingAPasswordRefused(t *testing.T) {
+	t.Parallel()
+	sudoSetup(t)
+	h := helperAs(t, sudoPassword)
+	s := h.openAt(filepath.Join(ownedDir(t, sudoFixture.uids[sudoPassword]), "state"), nil)
+	for _, tc := range []struct{ cwd, want string }{
+		{"/sudo::/tmp", "sudo wants a password, and the helper cannot type one (it runs sudo -n)"},
+		{"/sudo:root@localhost:/tmp", "sudo wants a password"},
+		{"/sudo:mvx-e2e-nosuchuser@localhost:/tmp", "unknown user mvx-e2e-nosuchuser"},
+	} {
+		start := time.Now()
+		err := h.call("exec/start", map[string]any{"sessionId": s.id, "command": "echo never", "cwd": tc.cwd}, nil)
+		e, ok := rpcError(err)
+		if !ok || e.Code != -32005 || !strings.Contains(e.Message, tc.want) {
+			t.Fatalf("%s: %v, want -32005 naming %q", tc.cwd, err, tc.want)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("%s: answered after %v", tc.cwd, d)
+		}
+	}
+	// Nothing of the attempts runs: the helper has no child left.
+	pid := h.c.Child().Pid()
+	if !testsupport.Poll(5*time.Second, func() bool { return len(childrenOf(pid)) == 0 }) {
+		t.Fatalf("the helper still has children %v", childrenOf(pid))
+	}
+	var list struct{ Executions []execution.Facts }
+	h.mustCall("exec/list", map[string]any{"sessionId": s.id}, &list)
+	if len(list.Executions) != 0 {
+		t.Fatalf("registered: %+v", list.Executions)
+	}
+}
+
+// childrenOf lists pid's children (every thread's).
+func childrenOf(pid int) []string {
+	var out []string
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		out = append(out, strings.Fields(string(b))...)
+	}
+	return out
+}
