@@ -288,3 +288,77 @@ func TestDockerTargetThroughPodmanCLI(t *testing.T) {
 		t.Fatalf("%q %+v", o.Output, f)
 	}
 }
+
+// A container without bubblewrap refuses a required sandbox before
+// anything runs, naming why; a container's ports are not forwarded yet,
+// and exec/forward says so.
+func TestPodmanSandboxRequiredRefusedAndNoForward(t *testing.T) {
+	t.Parallel()
+	containerSetup(t)
+	p := podmanPlace(t, containers.shared, "")
+	local, cwd := p.dir(t)
+	marker := filepath.Join(local, "ran")
+	e := p.h.wantError("exec/start", map[string]any{"sessionId": p.s.id, "command": "touch " + inWork(marker), "cwd": cwd,
+		"sandbox": map[string]any{"mode": "required"}}, -32003, "refused")
+	if !strings.Contains(e.Message, "bwrap") {
+		t.Errorf("the refusal does not name the reason: %s", e.Message)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Errorf("the refused command ran: %v", err)
+	}
+	o := p.s.mustStart("echo up; exec sleep 1000", map[string]any{"cwd": cwd, "yieldMs": 0})
+	p.s.observeUntil(o, "up")
+	p.h.wantError("exec/forward", map[string]any{"sessionId": p.s.id, "executionId": o.Facts.ExecutionID, "port": 8080}, -32003, "refused")
+	p.h.mustCall("exec/stop", map[string]any{"sessionId": p.s.id, "executionId": o.Facts.ExecutionID}, nil)
+}
+
+// Recovery after a helper's crash finds its container made again under
+// its name: the run is lost with reason target-replaced, and the new
+// container's process that holds the old command's pid is not signalled.
+func TestPodmanRecoveryOnReplacedContainer(t *testing.T) {
+	t.Parallel()
+	name := newContainer(t)
+	p := podmanPlace(t, name, "")
+	_, cwd := p.dir(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	p.h.mustCall("session/open", map[string]any{"sessionId": "first", "stateDir": dir}, nil)
+	s1 := &session{h: p.h, id: "first", stateDir: dir}
+	o := s1.mustStart("echo started; exec sleep 1000", map[string]any{"cwd": cwd, "yieldMs": 0})
+	s1.observeUntil(o, "started")
+	f := p.h.waitState(o.Facts.ExecutionID, execution.Running)
+	s1.checkpoint()
+	p.h.kill()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := testsupport.Podman(ctx, "rm", "-f", "-t", "0", name); err != nil {
+		t.Fatal(err)
+	}
+	if err := testsupport.RunContainer(ctx, name, containers.rootfs, containers.work); err != nil {
+		t.Fatal(err)
+	}
+	// A process of the new container at the old command's pid (pids are
+	// handed out in order in a fresh pid namespace).
+	out, err := testsupport.Podman(ctx, "exec", name, "bash", "-c", fmt.Sprintf(
+		`for i in {1..500}; do sleep 1000 >/dev/null 2>&1 & [ $! -ge %d ] && break; kill $!; wait $! 2>/dev/null; done; echo $!`, f.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	squatter := strings.TrimSpace(out)
+	if squatter != fmt.Sprint(f.Pid) {
+		t.Logf("the new container's process has pid %s, not the old command's %d", squatter, f.Pid)
+	}
+	h2 := startHelper(t)
+	var info execution.SessionInfo
+	h2.mustCall("session/open", map[string]any{"sessionId": "second", "stateDir": dir}, &info)
+	if len(info.Recovered) != 1 {
+		t.Fatalf("recovered %+v", info.Recovered)
+	}
+	if r := info.Recovered[0]; r.ExecutionID != f.ExecutionID || r.Termination != execution.Lost || r.Reason != execution.ReasonTargetReplaced {
+		t.Fatalf("recovered %+v", r)
+	}
+	pid := 0
+	fmt.Sscan(squatter, &pid)
+	if !containerAlive(name)(pid) {
+		t.Fatalf("the new container's process %d was signalled", pid)
+	}
+}

@@ -22,7 +22,9 @@ import (
 	"github.com/mevedel/mevedel-exec/execution"
 	"github.com/mevedel/mevedel-exec/internal/client"
 	"github.com/mevedel/mevedel-exec/internal/testsupport"
+	"github.com/mevedel/mevedel-exec/process"
 	"github.com/mevedel/mevedel-exec/remote"
+	"github.com/mevedel/mevedel-exec/sandbox"
 )
 
 const (
@@ -35,6 +37,11 @@ var sudoFixture struct {
 	once sync.Once
 	err  error
 	uids map[string]int
+	// bin is a copy of the helper that every user can run, written by
+	// another process (install): a file this process had open for
+	// writing could be held by a concurrent fork, and its exec fail with
+	// ETXTBSY.
+	bin string
 }
 
 // sudoSetup makes the users (kept: another test binary may use them)
@@ -48,6 +55,17 @@ func sudoSetup(t *testing.T) {
 		t.Fatal("sudo is not installed (scripts/setup.sh installs it as root)")
 	}
 	sudoFixture.once.Do(func() {
+		base := filepath.Dir(helperBin)
+		sudoFixture.bin = filepath.Join(base, "any-user", "mevedel-exec")
+		if out, err := exec.Command("install", "-D", "-m", "0755", helperBin, sudoFixture.bin).CombinedOutput(); err != nil {
+			sudoFixture.err = fmt.Errorf("install: %v: %s", err, out)
+			return
+		}
+		for _, d := range []string{base, filepath.Dir(sudoFixture.bin)} {
+			if sudoFixture.err = os.Chmod(d, 0o755); sudoFixture.err != nil {
+				return
+			}
+		}
 		sudoFixture.uids = map[string]int{}
 		for _, name := range []string{sudoNoPassword, sudoPassword, sudoTarget} {
 			if _, err := user.Lookup(name); err != nil {
@@ -80,7 +98,7 @@ func sudoSetup(t *testing.T) {
 	}
 }
 
-// helperAs starts a helper (a copy any user can run) as name, with a
+// helperAs starts a helper (the copy any user can run) as name, with a
 // home and state directory of that user's.
 func helperAs(t *testing.T, name string) *helper {
 	t.Helper()
@@ -88,9 +106,8 @@ func helperAs(t *testing.T, name string) *helper {
 	dir := ownedDir(t, uid)
 	home := filepath.Join(dir, "home")
 	mkdirOwned(t, dir, home, uid)
-	bin := reachable(t, helperBin)
 	h := startHelper(t, func(o *client.Options, _ string) {
-		o.Bin, o.Env, o.Credential = bin, baseEnv(home), &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}
+		o.Bin, o.Env, o.Credential = sudoFixture.bin, baseEnv(home), &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}
 	})
 	h.home = home
 	return h
@@ -109,7 +126,7 @@ func sudoPlace(t *testing.T, as string) targetPlace {
 		dir := ownedDir(t, sudoFixture.uids[sudoNoPassword])
 		s = h.openAt(filepath.Join(dir, "state"), nil)
 	} else {
-		h = startHelper(t, func(o *client.Options, _ string) { o.Bin = reachable(t, helperBin) })
+		h = startHelper(t, func(o *client.Options, _ string) { o.Bin = sudoFixture.bin })
 		s = h.open(nil)
 		prefix, target, owner = "/sudo:"+as+"@localhost:", "sudo:"+as+"@localhost", sudoFixture.uids[as]
 	}
@@ -202,4 +219,63 @@ func childrenOf(pid int) []string {
 		out = append(out, strings.Fields(string(b))...)
 	}
 	return out
+}
+
+// underSudo is this machine's root through /sudo:: from a helper of
+// mvx-e2e-nopw, for the confinement and limits tests: the host agent
+// that sudo starts applies them, as on an SSH host.
+func underSudo(t *testing.T) where {
+	t.Helper()
+	p := sudoPlace(t, "")
+	bin := sudoFixture.bin
+	return where{h: p.h, s: p.s, home: "/root", dir: func(d string) string { return "/sudo::" + d }, wantBubblewrap: wantHostBubblewrap,
+		wantGroupsGone: func(t *testing.T) {
+			t.Helper()
+			// The agent is the helper's executable, run by root.
+			var left []string
+			for _, q := range process.Table() {
+				if exe, ok := testsupport.Exe(q.Pid); ok && exe == bin && q.Pid != p.h.c.Child().Pid() {
+					left = append(left, groupsOf(q.Pid)...)
+				}
+			}
+			if len(left) > 0 {
+				t.Errorf("cgroups left after settlement: %v", left)
+			}
+		}}
+}
+
+func TestSudoSandboxHoldsThroughYieldPollAndStop(t *testing.T) {
+	t.Parallel()
+	holdsThroughYieldPollAndStop(t, underSudo(t))
+}
+
+func TestSudoLimitsPidsCapAForkLoop(t *testing.T) {
+	t.Parallel()
+	if f := pidsCapAForkLoop(t, underSudo(t)); f.Resources == nil || f.Resources.Applied[sandbox.LimitPids] == "" {
+		t.Errorf("facts.resources %+v", f.Resources)
+	}
+}
+
+// A server started through sudo makes its start ready when it listens
+// (the host agent reads the ports of its tree), and its port, on this
+// machine, is forwarded as itself.
+func TestSudoReadyPortAndForward(t *testing.T) {
+	t.Parallel()
+	w := underSudo(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "index.html"), []byte("through sudo\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	o := w.s.mustStart(fmt.Sprintf("exec python3 -m http.server %d --bind 127.0.0.1 --directory %s", port, dir),
+		map[string]any{"cwd": w.dir(dir), "readyPort": port, "yieldMs": 60000})
+	if o.Final || !o.Facts.Ready || o.Facts.ReadyPort != port || !listensOn(o.Facts, port) {
+		t.Fatalf("start %+v", o.Facts)
+	}
+	var fw struct{ LocalAddress string }
+	w.h.mustCall("exec/forward", map[string]any{"sessionId": w.s.id, "executionId": o.Facts.ExecutionID, "port": port}, &fw)
+	if got := fetch(t, fw.LocalAddress); fw.LocalAddress != fmt.Sprintf("127.0.0.1:%d", port) || got != "through sudo\n" {
+		t.Fatalf("GET %s: %q", fw.LocalAddress, got)
+	}
+	w.h.mustCall("exec/stop", map[string]any{"sessionId": w.s.id, "executionId": o.Facts.ExecutionID}, nil)
 }
