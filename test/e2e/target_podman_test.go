@@ -20,6 +20,7 @@ import (
 	"github.com/mevedel/mevedel-exec/execution"
 	"github.com/mevedel/mevedel-exec/internal/testsupport"
 	"github.com/mevedel/mevedel-exec/remote"
+	"github.com/mevedel/mevedel-exec/sandbox"
 )
 
 // containers is the state the container tests share: one root file
@@ -178,6 +179,25 @@ func TestPodmanTargetFacts(t *testing.T) {
 	id, started, _ := strings.Cut(strings.TrimSpace(out), " ")
 	if in := f.TargetIncarnation; in == nil || in.ContainerID != id || in.StartedAt != started || in.BootID == "" {
 		t.Fatalf("targetIncarnation %+v, want container %s started %s", in, id, started)
+	}
+	// The container's cgroups are not the agent's to write here: a
+	// limit asked is not applied, and the facts say why.
+	o = p.s.mustStart("true", map[string]any{"cwd": cwd, "resources": map[string]any{"pids": 8}})
+	if r := o.Facts.Resources; r == nil || r.NotApplied[sandbox.LimitPids] == "" || o.Facts.Termination != execution.Exited {
+		t.Fatalf("facts.resources %+v", r)
+	}
+}
+
+// A read-only container: the home cannot take the agent, a private
+// directory of the /tmp the engine mounts does.
+func TestPodmanReadOnlyContainer(t *testing.T) {
+	t.Parallel()
+	name := newContainer(t, "--read-only")
+	p := podmanPlace(t, name, "")
+	_, cwd := p.dir(t)
+	o := p.s.mustStart("readlink /proc/$PPID/exe", map[string]any{"cwd": cwd})
+	if want := "/tmp/mevedel-exec-0/bin/"; !strings.HasPrefix(o.Output, want) || o.Facts.RemoteMode != remote.ModeAgent {
+		t.Fatalf("the agent runs from %q (mode %q), want %s…", o.Output, o.Facts.RemoteMode, want)
 	}
 }
 
