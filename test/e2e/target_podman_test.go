@@ -290,6 +290,11 @@ func TestPodmanBadTargets(t *testing.T) {
 	if len(list.Executions) != 0 {
 		t.Fatalf("registered: %+v", list.Executions)
 	}
+	// Nothing of the attempts runs: the engine's processes are gone.
+	pid := h.c.Child().Pid()
+	if !testsupport.Poll(5*time.Second, func() bool { return len(childrenOf(pid)) == 0 }) {
+		t.Fatalf("the helper still has children %v", childrenOf(pid))
+	}
 }
 
 // /docker: runs through the same code with the docker command line:
