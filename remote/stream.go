@@ -352,7 +352,10 @@ func (c *carrier) startError(r resolved, junk []byte) error {
 		status = exitWords(c.child.Status())
 	case <-time.After(time.Second):
 	}
-	<-c.errDone
+	select { // what it left may hold its stderr
+	case <-c.errDone:
+	case <-time.After(time.Second):
+	}
 	msg := strings.TrimSpace(string(append(junk, c.stderr.Bytes()...)))
 	if r.Method == "sudo" && strings.Contains(msg, "password") {
 		return unavailablef("remote: %s: sudo wants a password, and the helper cannot type one (it runs sudo -n): %s", r.Target, msg)

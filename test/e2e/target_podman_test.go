@@ -139,7 +139,14 @@ func podmanPlace(t *testing.T, name, user string) targetPlace {
 			d := workDir(t)
 			return d, "/podman:" + host + ":" + inWork(d)
 		},
-		inside: inWork, alive: containerAlive(name)}
+		inside: inWork, alive: containerAlive(name),
+		kill: func(t *testing.T, pid int) {
+			ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+			defer cancel()
+			if _, err := testsupport.Podman(ctx, "exec", name, "bash", "-c", fmt.Sprintf("kill -KILL %d", pid)); err != nil {
+				t.Fatal(err)
+			}
+		}}
 }
 
 // The core remote checks in a container, as its root and as another

@@ -135,7 +135,12 @@ func sudoPlace(t *testing.T, as string) targetPlace {
 			d := ownedDir(t, owner)
 			return d, prefix + d
 		},
-		inside: func(p string) string { return p }, alive: testsupport.Alive}
+		inside: func(p string) string { return p }, alive: testsupport.Alive,
+		kill: func(t *testing.T, pid int) {
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+		}}
 }
 
 // The core remote checks through sudo on this machine: to root with

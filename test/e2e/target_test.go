@@ -7,6 +7,7 @@ package e2e
 // checks run on both.
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +32,8 @@ type targetPlace struct {
 	// alive reports whether pid, as the target numbers it, is a live
 	// process (not a zombie) there.
 	alive func(pid int) bool
+	// kill sends SIGKILL to pid, as the target numbers it.
+	kill func(t *testing.T, pid int)
 }
 
 // waitGone waits until pid is no longer alive on p's target, within
@@ -191,6 +194,29 @@ func targetLingeringDescendantsCleaned(t *testing.T, p targetPlace) {
 	}
 }
 
+// The agent's stream cut during a run (its agent killed): the end is
+// unknown, never completed, and the command, found again through a new
+// agent in the same incarnation, is stopped.
+func targetTransportLossIsUnknown(t *testing.T, p targetPlace) {
+	_, cwd := p.dir(t)
+	// The shell's parent is the host agent (the shim became the shell).
+	o := p.s.mustStart("echo agent $PPID; exec sleep 1000", map[string]any{"cwd": cwd, "yieldMs": 0})
+	out := p.s.observeUntil(o, "agent")
+	leader := p.s.mustObserve(o.Facts.ExecutionID, nil).Facts.Pid
+	var agentPid int
+	if _, err := fmt.Sscanf(out, "agent %d", &agentPid); err != nil || agentPid <= 1 {
+		t.Fatalf("no agent pid in %q", out)
+	}
+	p.kill(t, agentPid)
+	_, final := p.s.waitFinal(o.Facts.ExecutionID, nil)
+	if f := final.Facts; f.Termination != execution.Unknown || f.ExitCode != nil || f.Signal != "" || !strings.Contains(f.Reason, "lost") {
+		t.Fatalf("transport loss: %+v", f)
+	}
+	if !p.waitGone(leader, 5*time.Second) {
+		t.Fatalf("the orphaned command %d still runs", leader)
+	}
+}
+
 // targetCore runs the core checks at the place each subtest makes.
 func targetCore(t *testing.T, place func(t *testing.T) targetPlace) {
 	for _, c := range []struct {
@@ -202,6 +228,7 @@ func targetCore(t *testing.T, place func(t *testing.T) targetPlace) {
 		{"Input", targetInput},
 		{"StopLeavesNoSurvivor", targetStopLeavesNoSurvivor},
 		{"LingeringDescendantsCleaned", targetLingeringDescendantsCleaned},
+		{"TransportLossIsUnknown", targetTransportLossIsUnknown},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
