@@ -51,7 +51,7 @@ func (s *Session) Forward(ctx context.Context, c Caller, id string, port int) (s
 			break
 		}
 	}
-	if e.remote == nil || e.remote.named.Method == "sudo" {
+	if e.remote == nil || e.remote.named.Method == "sudo" && e.remote.named.Via == "" {
 		// sudo runs on this machine: its ports are here.
 		return net.JoinHostPort(host, strconv.Itoa(port)), nil
 	}

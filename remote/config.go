@@ -66,7 +66,11 @@ type resolved struct {
 // and a host reached through hops has its own, beside a direct one.
 func (r resolved) key() string {
 	if r.Stream() {
-		return r.Method + ":" + r.User + "@" + r.Host
+		k := r.Method + ":" + r.User + "@" + r.Host
+		if r.jump != nil {
+			return r.jump.key() + "|" + k
+		}
+		return k
 	}
 	k := r.User + "@" + r.addr()
 	if r.jump != nil {
@@ -90,15 +94,29 @@ func (p *Pool) Resolve(t Target) (Target, error) {
 // result is kept per target until either file changes.
 func (p *Pool) resolve(t Target) (resolved, error) {
 	if t.Stream() {
-		// No ssh_config: sudo is root at this machine unless told, a
-		// container is its engine's name.
-		if t.Method == "sudo" {
-			t.Host = "localhost"
-			if t.User == "" {
-				t.User = "root"
-			}
+		// No ssh_config: sudo is root unless told, on this machine or
+		// on the SSH host before it; a container is its engine's name.
+		if t.Method == "sudo" && t.User == "" {
+			t.User = "root"
 		}
-		return resolved{Target: t}, nil
+		if t.Via == "" {
+			if t.Method == "sudo" {
+				t.Host = "localhost"
+			}
+			return resolved{Target: t}, nil
+		}
+		j, err := t.jump()
+		if err != nil {
+			return resolved{}, err
+		}
+		rj, err := p.resolve(j)
+		if err != nil {
+			return resolved{}, err
+		}
+		// sudo on that SSH host, as it is resolved.
+		r := resolved{Target: t, jump: &rj}
+		r.Via, r.Host = rj.String(), rj.Host
+		return r, nil
 	}
 	userFile := filepath.Join(p.cfg.Home, ".ssh", "config")
 	sig := fileSignature(userFile) + fileSignature(systemConfig)

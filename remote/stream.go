@@ -164,6 +164,9 @@ func (p *Pool) closeStreams(streams map[string]*streamSlot) {
 func (p *Pool) startStream(r resolved) (*agentClient, error) {
 	ctx, cancel := context.WithTimeout(p.life, deployTimeout)
 	defer cancel()
+	if r.jump != nil {
+		return p.startSudoOverSSH(ctx, r)
+	}
 	if !r.Container() {
 		exe, err := os.Executable()
 		if err != nil {
@@ -213,6 +216,33 @@ func (p *Pool) startStream(r resolved) (*agentClient, error) {
 		err = unavailablef("remote: %s: the host agent did not start in the container: %q", r.Target, need)
 	}
 	return cl, err
+}
+
+// startSudoOverSSH starts r's agent with sudo on the SSH host before
+// it: the host's own agent build, deployed for the SSH user as for any
+// command there, run by `sudo -n` over one more exec channel of the
+// host's pooled connection. The user sudo runs as must be able to run
+// it (root can).
+func (p *Pool) startSudoOverSSH(ctx context.Context, r resolved) (*agentClient, error) {
+	host := *r.jump
+	if _, err := p.agentFor(ctx, host); err != nil {
+		return nil, unavailablef("remote: %s: sudo runs the host agent of %s, which is not there: %v", r.Target, host.Target, err)
+	}
+	c, err := p.anyConn(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	cmd := "unset SSH_CLIENT SSH2_CLIENT; exec sudo -n -H -u " + shq(r.User) + ` -- "$HOME/` + agentHome + "/" + versionDir() + `/mevedel-exec" host`
+	cl, need, err := c.startAgent(ctx, r, cmd)
+	switch {
+	case err != nil && strings.Contains(err.Error(), "password"):
+		return nil, unavailablef("remote: %s: sudo wants a password, and the helper cannot type one (it runs sudo -n): %v", r.Target, err)
+	case err != nil:
+		return nil, unavailablef("remote: %s: %v", r.Target, err)
+	case cl == nil:
+		return nil, unavailablef("remote: %s: the host agent did not start under sudo: %q", r.Target, need)
+	}
+	return cl, nil
 }
 
 // inContainer is the engine's command line that runs script in r's

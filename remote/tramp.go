@@ -86,10 +86,10 @@ func (t Target) Tier() string {
 // ssh: they share one transport. A stream target is written with its own
 // method: "sudo:root@localhost", "podman:box", "docker:me@box".
 func (t Target) String() string {
-	if t.Stream() {
-		return t.hop(t.Method)
-	}
 	s := t.hop("ssh")
+	if t.Stream() {
+		s = t.hop(t.Method)
+	}
 	if t.Via != "" {
 		return t.Via + "|" + s
 	}
@@ -155,14 +155,26 @@ func ParseTRAMP(name string) (t Target, ok bool, err error) {
 	}
 	rest := name[1:]
 	var via []string
+	var prev Target
 	for n := 1; ; n++ {
 		hop, tail, more, err := parseHop(rest)
-		if hop.Stream() && (more || len(via) > 0) {
-			err = methodError{hop.Method} // sudo on an SSH host is not run yet
+		switch {
+		case hop.Stream() && (more || len(via) > 0 && hop.Container()):
+			err = methodError{hop.Method} // only sudo, and only last
+		case err == nil && hop.Method == "sudo" && len(via) > 0:
+			// sudo on the SSH host before it: the same host, by default.
+			if hop.Host == "" {
+				hop.Host = prev.Host
+			} else if hop.Host != prev.Host {
+				err = fmt.Errorf("sudo runs on the host of the hop before it (%q), not on %q", prev.Host, hop.Host)
+			}
+		case err == nil && hop.Method == "sudo" && !localName(hop.Host):
+			err = fmt.Errorf("sudo runs on this machine, and %q is not this machine's name (sudo on another host goes through an SSH hop: /ssh:%s|sudo:%s:)", hop.Host, hop.Host, hop.Host)
 		}
 		if err != nil {
 			return Target{}, true, hopError(name, n, more || len(via) > 0, rest, err)
 		}
+		prev = hop
 		if !more {
 			hop.Via = strings.Join(via, "|")
 			hop.Path = tail
@@ -293,10 +305,10 @@ func (t Target) checkStream(host string) error {
 		return fmt.Errorf("malformed user %q", t.User)
 	}
 	if t.Method == "sudo" {
-		if !localName(host) {
-			return fmt.Errorf("sudo runs on this machine only, and %q is not this machine's name (sudo on another host, behind an SSH hop, is not supported yet)", host)
+		if host != "" && !safeName(host) && !localName(host) {
+			return fmt.Errorf("malformed host %q", host)
 		}
-		return nil
+		return nil // which host it may be, ParseTRAMP says
 	}
 	if host == "" {
 		return errors.New("empty container name")

@@ -25,6 +25,7 @@ import (
 	"github.com/mevedel/mevedel-exec/process"
 	"github.com/mevedel/mevedel-exec/remote"
 	"github.com/mevedel/mevedel-exec/sandbox"
+	"github.com/mevedel/mevedel-exec/test/sshd"
 )
 
 const (
@@ -283,4 +284,33 @@ func TestSudoReadyPortAndForward(t *testing.T) {
 		t.Fatalf("GET %s: %q", fw.LocalAddress, got)
 	}
 	w.h.mustCall("exec/stop", map[string]any{"sessionId": w.s.id, "executionId": o.Facts.ExecutionID}, nil)
+}
+
+// sudo on an SSH host, /ssh:host|sudo::/path: the host's own agent
+// build, deployed for the SSH user, run as root by sudo over one more
+// channel of the host's connection. (The fixture's host is this machine,
+// its SSH user root, whom sudo asks no password.)
+func TestSudoOnAnSSHHostTargetCore(t *testing.T) {
+	t.Parallel()
+	if os.Getuid() != 0 {
+		t.Fatal("sudo on the fixture's host runs as its SSH user, which must be root here")
+	}
+	targetCore(t, func(t *testing.T) targetPlace {
+		srv := sshd.Start(t)
+		h := startHelper(t, withEnv("HOME="+srv.Home))
+		h.home = srv.Home
+		s, _ := openRemote(h)
+		host := fmt.Sprintf("ssh:%s@127.0.0.1#%d", srv.User, srv.Port)
+		return targetPlace{h: h, s: s, target: host + "|sudo:root@127.0.0.1", method: "sudo",
+			dir: func(t *testing.T) (string, string) {
+				d := t.TempDir()
+				return d, "/" + host + "|sudo::" + d
+			},
+			inside: func(p string) string { return p }, alive: testsupport.Alive,
+			kill: func(t *testing.T, pid int) {
+				if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+			}}
+	})
 }
