@@ -71,8 +71,8 @@ func (t Target) MethodName() string {
 }
 
 // Tier is the support tier of the target's method: every SSH method,
-// sudo and podman are supported; docker, tested only through podman's
-// docker-compatible command line, is experimental.
+// sudo and podman are supported; docker, tested only against Podman
+// (never a Docker engine), is experimental.
 func (t Target) Tier() string {
 	if t.Method == "docker" {
 		return TierExperimental

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing mevedel-exec needs, when it is missing:
 # Debian packages through apt-get (when running as root; bubblewrap, sudo,
-# podman and runc among them), the Eask CLI through npm, and the Go modules.
+# podman, runc and docker.io among them), the Eask CLI through npm, and the Go modules.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,10 +18,12 @@ command -v ssh >/dev/null || need_pkgs+=(openssh-client)
 command -v tmux >/dev/null || need_pkgs+=(tmux)
 # Confinement of local commands (sandbox modes best-effort and required).
 command -v bwrap >/dev/null || need_pkgs+=(bubblewrap)
-# /sudo: targets are tested with the real sudo, /podman: (and /docker:
-# through podman's command line) with Podman running runc.
+# /sudo: targets are tested with the real sudo, /podman: with Podman
+# running runc, /docker: with the docker command line (docker.io, whose
+# engine the tests never start) against Podman's API service.
 command -v sudo >/dev/null || need_pkgs+=(sudo)
 command -v podman >/dev/null || need_pkgs+=(podman)
+command -v docker >/dev/null || need_pkgs+=(docker.io)
 { [ -x /usr/sbin/runc ] || command -v runc >/dev/null; } || need_pkgs+=(runc)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

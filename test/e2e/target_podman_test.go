@@ -9,7 +9,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -392,5 +394,43 @@ func TestPodmanRecoveryOnReplacedContainer(t *testing.T) {
 	fmt.Sscan(squatter, &pid)
 	if !containerAlive(name)(pid) {
 		t.Fatalf("the new container's process %d was signalled", pid)
+	}
+}
+
+// /docker: names with the docker command line itself, against Podman's
+// Docker-compatible API service on a private socket (no Docker engine
+// runs on this machine): the same exec, inspect and errors.
+func TestDockerTargetThroughTheDockerCLI(t *testing.T) {
+	t.Parallel()
+	containerSetup(t)
+	if _, err := exec.LookPath("docker"); err != nil {
+		t.Fatal("no docker command line (scripts/setup.sh installs Debian's docker.io for it)")
+	}
+	sock := filepath.Join(t.TempDir(), "podman.sock")
+	svc := exec.Command("podman", "system", "service", "--time=0", "unix://"+sock)
+	if err := svc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Process.Kill(); _ = svc.Wait() })
+	if !testsupport.Poll(waitBound, func() bool {
+		c, err := net.Dial("unix", sock)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}) {
+		t.Fatal("podman's API service did not listen")
+	}
+	h := startHelper(t, withEnv("DOCKER_HOST=unix://"+sock))
+	s := h.open(nil)
+	d := workDir(t)
+	o := s.mustStart("echo via-docker; pwd", map[string]any{"cwd": "/docker:" + containers.shared + ":" + inWork(d)})
+	if f := o.Facts; o.Output != "via-docker\n"+inWork(d)+"\n" || f.Target != "docker:"+containers.shared || f.RemoteMode != remote.ModeAgent ||
+		f.TargetIncarnation == nil || f.TargetIncarnation.ContainerID == "" {
+		t.Fatalf("%q %+v", o.Output, f)
+	}
+	err := h.call("exec/start", map[string]any{"sessionId": s.id, "command": "echo never", "cwd": "/docker:mvx-no-such-container:/"}, nil)
+	if e, ok := rpcError(err); !ok || e.Code != -32005 || !strings.Contains(e.Message, `there is no container "mvx-no-such-container"`) {
+		t.Fatalf("a missing container: %v", err)
 	}
 }
