@@ -19,7 +19,9 @@ import (
 // Stream targets: the same host agent as on an SSH host, over another
 // byte stream. /sudo:user@localhost: runs `sudo -n -u USER -- <this
 // executable> host` on this machine (the executable must be one the user
-// can run); /podman:user@box: and /docker:user@box: run the agent through
+// can run), and /ssh:host|sudo:: the same over one more exec channel of
+// the SSH host's connection, with the host's deployed build;
+// /podman:user@box: and /docker:user@box: run the agent through
 // the engine's own exec stream (`podman exec -i [--user U] box ...`),
 // deployed into the container once per version as on an SSH host: the
 // build goes through the exec's stdin, is checksummed there and renamed
