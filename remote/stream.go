@@ -370,19 +370,28 @@ func (p *Pool) streamRun(ctx context.Context, r resolved, inc Incarnation, argv 
 	}
 }
 
+// startErrorWait bounds how long a failed start waits for the
+// transport's last words and exit status.
+const startErrorWait = 5 * time.Second
+
 // startError says why the transport ended before the agent spoke: its
 // exit status and what it wrote on stderr, and for sudo that it wants a
 // password when that is why.
 func (c *carrier) startError(r resolved, junk []byte) error {
+	// Its stderr's end says its message is whole (a loaded machine may
+	// take a while to read it); the bound is for what it left holding
+	// stderr open.
+	bound, cancel := context.WithTimeout(context.Background(), startErrorWait)
+	defer cancel()
+	select {
+	case <-c.errDone:
+	case <-bound.Done():
+	}
 	status := "no exit status"
 	select {
 	case <-c.child.Done():
 		status = exitWords(c.child.Status())
-	case <-time.After(time.Second):
-	}
-	select { // what it left may hold its stderr
-	case <-c.errDone:
-	case <-time.After(time.Second):
+	case <-bound.Done():
 	}
 	msg := strings.TrimSpace(string(append(junk, c.stderr.Bytes()...)))
 	if r.Method == "sudo" && strings.Contains(msg, "password") {
