@@ -434,3 +434,28 @@ func TestDockerTargetThroughTheDockerCLI(t *testing.T) {
 		t.Fatalf("a missing container: %v", err)
 	}
 }
+
+// A container restarted (the same id, another start) while a command
+// runs in it is another incarnation too.
+func TestPodmanContainerRestartedSettlesLost(t *testing.T) {
+	t.Parallel()
+	name := newContainer(t)
+	p := podmanPlace(t, name, "")
+	_, cwd := p.dir(t)
+	o := p.s.mustStart("echo started; exec sleep 1000", map[string]any{"cwd": cwd, "yieldMs": 0})
+	p.s.observeUntil(o, "started")
+	f := p.h.waitState(o.Facts.ExecutionID, execution.Running)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := testsupport.Podman(ctx, "restart", "-t", "0", name); err != nil {
+		t.Fatal(err)
+	}
+	_, final := p.s.waitFinal(f.ExecutionID, nil)
+	if g := final.Facts; g.Termination != execution.Lost || g.Reason != execution.ReasonTargetReplaced || g.Signal != "" {
+		t.Fatalf("after the container restarted: %+v", g)
+	}
+	o = p.s.mustStart("echo again", map[string]any{"cwd": cwd})
+	if in := o.Facts.TargetIncarnation; o.Output != "again\n" || in == nil || in.ContainerID != f.TargetIncarnation.ContainerID || in.StartedAt == f.TargetIncarnation.StartedAt {
+		t.Fatalf("after the restart: %q %+v (before %+v)", o.Output, in, f.TargetIncarnation)
+	}
+}
