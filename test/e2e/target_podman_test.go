@@ -8,6 +8,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"net"
 	"os"
@@ -457,5 +458,72 @@ func TestPodmanContainerRestartedSettlesLost(t *testing.T) {
 	o = p.s.mustStart("echo again", map[string]any{"cwd": cwd})
 	if in := o.Facts.TargetIncarnation; o.Output != "again\n" || in == nil || in.ContainerID != f.TargetIncarnation.ContainerID || in.StartedAt == f.TargetIncarnation.StartedAt {
 		t.Fatalf("after the restart: %q %+v (before %+v)", o.Output, in, f.TargetIncarnation)
+	}
+}
+
+// The agent goes into a container once per version, 0700 in a 0700
+// directory of its user's; a later helper finds it by its checksum, and
+// a corrupted one is replaced. (User 65534, whose home is not there: a
+// private directory of the container's own /tmp.)
+func TestPodmanAgentDeployedOnceAndReplacedWhenCorrupt(t *testing.T) {
+	t.Parallel()
+	name := newContainer(t, "--tmpfs", "/tmp:rw,exec,mode=1777")
+	runs := func() {
+		t.Helper()
+		p := podmanPlace(t, name, "65534")
+		_, cwd := p.dir(t)
+		if o := p.s.mustStart("echo ok", map[string]any{"cwd": cwd}); o.Output != "ok\n" || o.Facts.RemoteMode != remote.ModeAgent {
+			t.Fatalf("%q %+v", o.Output, o.Facts)
+		}
+	}
+	look := func(script string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+		defer cancel()
+		out, err := testsupport.Podman(ctx, "exec", "--user", "65534", name, "bash", "-c", "cd /tmp/mevedel-exec-65534/bin/*/ && "+script)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	state := `ls -i mevedel-exec; sha256sum mevedel-exec; ls -A; ls -ld . ..; ls -l mevedel-exec`
+	b, err := os.ReadFile(helperBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := fmt.Sprintf("%x", sha256.Sum256(b))
+	runs()
+	first := look(state)
+	if !strings.Contains(first, sum+"  mevedel-exec") || strings.Count(first, "drwx------") != 2 || !strings.Contains(first, "-rwx------") {
+		t.Fatalf("the deployed agent:\n%s\nwant the helper's build (%s), 0700 in 0700 directories", first, sum)
+	}
+	runs()
+	if again := look(state); again != first {
+		t.Fatalf("the agent was copied again for a second helper:\n%s\nthen\n%s", first, again)
+	}
+	// Corrupted (in use by the agents that run: replaced, not rewritten).
+	look("rm mevedel-exec && echo corrupt > mevedel-exec")
+	runs()
+	after := look(state)
+	if !strings.Contains(after, sum+"  mevedel-exec") || strings.Contains(after, ".mevedel-exec.tmp-") {
+		t.Fatalf("the corrupted agent was not replaced, or a copy was left:\n%s", after)
+	}
+}
+
+// A container where the agent cannot be run (its only writable place is
+// noexec) is unavailable, and the error says what the exec said; the
+// helper keeps no child of it.
+func TestPodmanAgentThatCannotRunRefused(t *testing.T) {
+	t.Parallel()
+	name := newContainer(t, "--read-only", "--tmpfs", "/tmp:rw,noexec,mode=1777")
+	h := startHelper(t)
+	s := h.open(nil)
+	err := h.call("exec/start", map[string]any{"sessionId": s.id, "command": "echo never", "cwd": "/podman:65534@" + name + ":/"}, nil)
+	if e, ok := rpcError(err); !ok || e.Code != -32005 || !strings.Contains(e.Message, "the host agent did not start") || !strings.Contains(e.Message, "Permission denied") {
+		t.Fatalf("an agent that cannot run: %v", err)
+	}
+	pid := h.c.Child().Pid()
+	if !testsupport.Poll(5*time.Second, func() bool { return len(childrenOf(pid)) == 0 }) {
+		t.Fatalf("the helper still has children %v", childrenOf(pid))
 	}
 }
