@@ -56,6 +56,7 @@ func containerSetup(t *testing.T) {
 			return
 		}
 		atEnd(removeContainers)
+		removeStaleContainers()
 		containers.shared, containers.err = runContainer(context.Background())
 	})
 	if containers.err != nil {
@@ -84,6 +85,20 @@ func newContainer(t *testing.T, extra ...string) string {
 	}
 	t.Cleanup(func() { _ = testsupport.RemoveContainer(name) })
 	return name
+}
+
+// removeStaleContainers removes what a test binary that was killed
+// (and so removed nothing at its end) left: its name says its pid.
+func removeStaleContainers() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, _ := testsupport.Podman(ctx, "ps", "-a", "--format", "{{.Names}}")
+	for _, n := range strings.Fields(out) {
+		var pid, k int
+		if _, err := fmt.Sscanf(n, "mvx-e2e-%d-%d", &pid, &k); err == nil && pid != os.Getpid() && !testsupport.Alive(pid) {
+			_ = testsupport.RemoveContainer(n)
+		}
+	}
 }
 
 func removeContainers() {

@@ -79,6 +79,13 @@ func sudoSetup(t *testing.T) {
 			u, _ := user.Lookup(name)
 			sudoFixture.uids[name], _ = strconv.Atoi(u.Uid)
 		}
+		// Rules of test binaries that were killed before their end.
+		stale, _ := filepath.Glob("/etc/sudoers.d/mvx-e2e-*")
+		for _, f := range stale {
+			if pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(f), "mvx-e2e-")); err == nil && !testsupport.Alive(pid) {
+				os.Remove(f)
+			}
+		}
 		rule := fmt.Sprintf("%s ALL=(ALL:ALL) NOPASSWD: ALL\n%s ALL=(ALL:ALL) ALL\n", sudoNoPassword, sudoPassword)
 		file := fmt.Sprintf("/etc/sudoers.d/mvx-e2e-%d", os.Getpid())
 		tmp := filepath.Join(filepath.Dir(helperBin), "sudoers")
