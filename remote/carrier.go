@@ -122,26 +122,32 @@ func (c *carrier) Write(b []byte) (int, error) {
 	return c.in.Write(b)
 }
 
-// Close ends the channel: our ends close, so the agent reads EOF and
-// goes (what it started keeps running); a transport that is still there
-// a grace later is killed with its group.
+// Close ends the channel: its stdin closes, so the agent reads EOF and
+// goes (what it started keeps running), and our reading ends close once
+// the transport has gone. They stay open until then: an engine's command
+// line killed by a write to a closed stdout leaves its exec's monitor
+// (podman's conmon) waiting minutes for a client that never reads the
+// exit. A transport still there a grace later is killed with its group.
 func (c *carrier) Close() error {
 	c.closeOnce.Do(func() {
 		if c.in != nil {
 			c.in.Close()
 		}
-		c.out.Close()
 		go func() {
 			select {
 			case <-c.child.Done():
-			case <-time.After(5 * time.Second):
+			case <-time.After(carrierGrace):
 				c.child.Kill()
 			}
+			c.out.Close()
 			c.errR.Close() // a descendant may hold its stderr open
 		}()
 	})
 	return nil
 }
+
+// carrierGrace is how long a closed carrier's process has to go.
+const carrierGrace = 5 * time.Second
 
 // lostWhy says why the carrier went, "" while its process runs.
 func (c *carrier) lostWhy() string {

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -423,11 +424,31 @@ func TestDockerTargetThroughTheDockerCLI(t *testing.T) {
 		t.Fatal("no docker command line (scripts/setup.sh installs Debian's docker.io for it)")
 	}
 	sock := filepath.Join(t.TempDir(), "podman.sock")
+	// The service keeps each exec's monitor (conmon) for minutes after
+	// its end, for a client that may ask for its exit code later; the
+	// docker command line has asked by then.
+	conf := filepath.Join(t.TempDir(), "containers.conf")
+	if err := os.WriteFile(conf, []byte("[engine]\nexit_command_delay = 0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	svc := exec.Command("podman", "system", "service", "--time=0", "unix://"+sock)
+	svc.Env = append(os.Environ(), "CONTAINERS_CONF="+conf)
 	if err := svc.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = svc.Process.Kill(); _ = svc.Wait() })
+	t.Cleanup(func() {
+		// Asked to end, it finishes its exec sessions first; killed, it
+		// would leave their monitors (conmon) waiting minutes for it.
+		_ = svc.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = svc.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(waitBound):
+			_ = svc.Process.Kill()
+			<-done
+		}
+	})
 	if !testsupport.Poll(waitBound, func() bool {
 		c, err := net.Dial("unix", sock)
 		if err == nil {
