@@ -5,6 +5,7 @@ import (
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
 	"github.com/mevedel/mevedel-exec/process"
+	"github.com/mevedel/mevedel-exec/remote"
 	"github.com/mevedel/mevedel-exec/sandbox"
 )
 
@@ -133,10 +134,19 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 
 func stamp(t time.Time) *Time { return &Time{t} }
 
-// Incarnation is a host's identity and boot.
+// Incarnation is a host's identity and boot; for a container, also the
+// engine's id of it and when it started.
 type Incarnation struct {
-	Hostname string `json:"hostname,omitempty"`
-	BootID   string `json:"bootId,omitempty"` // the kernel's random boot id
+	Hostname    string `json:"hostname,omitempty"`
+	BootID      string `json:"bootId,omitempty"`      // the kernel's random boot id
+	ContainerID string `json:"containerId,omitempty"` // the engine's id of the container
+	StartedAt   string `json:"startedAt,omitempty"`   // the container's start, as the engine writes it
+}
+
+// key is what must be the same when the target is found again: the
+// container's id and start, else the boot id (remote.Incarnation.Key).
+func (in Incarnation) key() string {
+	return remote.Incarnation{BootID: in.BootID, ContainerID: in.ContainerID, StartedAt: in.StartedAt}.Key()
 }
 
 // ReasonTargetReplaced is the reason of an execution settled lost because

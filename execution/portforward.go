@@ -51,8 +51,12 @@ func (s *Session) Forward(ctx context.Context, c Caller, id string, port int) (s
 			break
 		}
 	}
-	if e.remote == nil {
+	if e.remote == nil || e.remote.named.Method == "sudo" && e.remote.named.Via == "" {
+		// sudo runs on this machine: its ports are here.
 		return net.JoinHostPort(host, strconv.Itoa(port)), nil
+	}
+	if e.remote.named.Container() {
+		return "", fault.New(fault.Refused, "execution %s runs in a container (%s), whose ports the helper cannot forward yet: publish the port with the engine", id, e.remote.target)
 	}
 	key := forwardKey{id, port}
 	s.ports.mu.Lock()

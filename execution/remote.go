@@ -33,6 +33,15 @@ import (
 // remote command through the wrapper instead of a host agent.
 const RemoteModeVar = "MEVEDEL_EXEC_REMOTE_MODE"
 
+// DockerVar and PodmanVar, when set in the helper's environment, name
+// the program that /docker: and /podman: names run (else docker and
+// podman on PATH): podman's docker-compatible command line can serve
+// /docker: names.
+const (
+	DockerVar = "MEVEDEL_EXEC_DOCKER"
+	PodmanVar = "MEVEDEL_EXEC_PODMAN"
+)
+
 // remoteHosts is the helper's side of SSH: one pool for its life, made on
 // first use, with the helper's own HOME (~/.ssh) and agent.
 type remoteHosts struct {
@@ -48,7 +57,7 @@ func (m *Manager) remotePool() *remote.Pool {
 	defer h.mu.Unlock()
 	if h.pool == nil && !h.closed {
 		h.pool = remote.NewPool(remote.Config{Home: os.Getenv("HOME"), AgentSocket: os.Getenv("SSH_AUTH_SOCK"),
-			Mode: os.Getenv(RemoteModeVar)})
+			Mode: os.Getenv(RemoteModeVar), Engines: map[string]string{"docker": os.Getenv(DockerVar), "podman": os.Getenv(PodmanVar)}})
 	}
 	return h.pool
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mevedel/mevedel-exec/process"
+	"github.com/mevedel/mevedel-exec/remote"
 	"github.com/mevedel/mevedel-exec/sandbox"
 	"github.com/mevedel/mevedel-exec/spool"
 	"golang.org/x/sys/unix"
@@ -88,7 +89,8 @@ func (e *Execution) run() {
 		e.settle(nil, cause)
 		return
 	}
-	if e.remote != nil {
+	if e.remote != nil && !e.remote.named.Stream() {
+		// A stream target has no SFTP: its output stays here only.
 		e.remote.pub.start(e)
 	}
 	if e.timeout > 0 {
@@ -108,9 +110,9 @@ func (e *Execution) run() {
 		if m, ok := proc.(interface{ RemoteMode() string }); ok {
 			st.facts.RemoteMode = m.RemoteMode()
 		}
-		if m, ok := proc.(interface{ Incarnation() (string, string) }); ok {
-			if host, boot := m.Incarnation(); host != "" || boot != "" {
-				st.facts.TargetIncarnation = &Incarnation{Hostname: host, BootID: boot}
+		if m, ok := proc.(interface{ Incarnation() remote.Incarnation }); ok {
+			if in := m.Incarnation(); in != (remote.Incarnation{}) {
+				st.facts.TargetIncarnation = &Incarnation{Hostname: in.Hostname, BootID: in.BootID, ContainerID: in.ContainerID, StartedAt: in.StartedAt}
 			}
 		}
 		if r, ok := proc.(interface {

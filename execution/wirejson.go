@@ -86,6 +86,14 @@ func (f *Facts) AppendJSON(b []byte) []byte {
 			b = append(b, ',')
 		}
 		b = appendOptString(b, `"bootId":`, in.BootID)
+		for _, kv := range [2][2]string{{`"containerId":`, in.ContainerID}, {`"startedAt":`, in.StartedAt}} {
+			if kv[1] != "" {
+				if len(b) > n {
+					b = append(b, ',')
+				}
+				b = appendOptString(b, kv[0], kv[1])
+			}
+		}
 		b = append(b, '}')
 	}
 	b = appendOptBool(b, `,"waitingForInput":true`, f.WaitingForInput)

@@ -49,7 +49,10 @@ func UseShim() (err error) {
 
 // In shim mode the work is done before the rest of the program initialises
 // (a command's start pays for the runtime and this package's imports only).
-func init() { runShim() }
+func init() {
+	runShim()
+	runKeeper()
+}
 
 // runShim makes this process a child subreaper and replaces it with the
 // program named in its arguments, when it was started in shim mode; it

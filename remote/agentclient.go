@@ -16,19 +16,23 @@ import (
 	"github.com/mevedel/mevedel-exec/process"
 	"github.com/mevedel/mevedel-exec/remote/agent"
 	"github.com/mevedel/mevedel-exec/sandbox"
-	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
 )
 
 // agentClient is the helper's end of one host agent's channel: every
 // execution on the agent's connection goes over it.
 type agentClient struct {
-	conn   *conn             // immutable
-	target resolved          // immutable
-	inc    agent.Incarnation // immutable; the host's boot, from the hello
-	ch     ssh.Channel
-	fr     *agent.Reader
-	w      *agent.Writer
+	pool   *Pool    // immutable
+	target resolved // immutable
+	// inc is the host's boot, from the hello, and for a container the
+	// engine's id and start time of it; immutable.
+	inc Incarnation
+	// carrierLost says why the stream under the channel went, "" while it
+	// is up: the SSH connection, or the sudo or engine process; immutable.
+	carrierLost func() string
+	ch          io.ReadWriteCloser
+	fr          *agent.Reader
+	w           *agent.Writer
 
 	dead    chan struct{} // closed once, when the channel is gone
 	deadErr error         // set before dead is closed
@@ -40,9 +44,9 @@ type agentClient struct {
 	reqs   map[uint32]chan agent.Reply   // guarded by mu
 }
 
-func newAgentClient(c *conn, r resolved, inc agent.Incarnation, ch ssh.Channel, br *bufio.Reader) *agentClient {
+func newAgentClient(p *Pool, carrierLost func() string, r resolved, inc Incarnation, ch io.ReadWriteCloser, br *bufio.Reader) *agentClient {
 	buffered, _ := br.Peek(br.Buffered())
-	return &agentClient{conn: c, target: r, inc: inc, ch: ch, fr: agent.NewReader(buffered, ch), w: agent.NewWriter(ch), dead: make(chan struct{}),
+	return &agentClient{pool: p, carrierLost: carrierLost, target: r, inc: inc, ch: ch, fr: agent.NewReader(buffered, ch), w: agent.NewWriter(ch), dead: make(chan struct{}),
 		execs: map[uint32]*agentProcess{}, starts: map[uint32]chan agent.Started{}, reqs: map[uint32]chan agent.Reply{}}
 }
 
@@ -70,8 +74,8 @@ func (cl *agentClient) read() {
 	}
 	cl.ch.Close()
 	why := fmt.Sprintf("the host agent's channel ended (%v)", err)
-	if cl.conn.isDead() {
-		why = fmt.Sprintf("connection lost: %v", cl.conn.deadErr)
+	if lost := cl.carrierLost(); lost != "" {
+		why = lost
 	}
 	cl.mu.Lock()
 	cl.deadErr = unavailablef("remote: %s: %s", cl.target.Target, why)
@@ -228,7 +232,7 @@ func (cl *agentClient) start(ctx context.Context, spec launchSpec) (*agentProces
 	case <-cl.dead:
 		return nil, errAgentLost
 	case <-ctx.Done():
-		cl.conn.pool.spawn(func() {
+		cl.pool.spawn(func() {
 			select {
 			case st := <-w:
 				if st.Err == "" {
@@ -245,7 +249,7 @@ func (cl *agentClient) start(ctx context.Context, spec launchSpec) (*agentProces
 		cl.forget(ap.id)
 		return nil, fmt.Errorf("remote: %s: %s", cl.target.Target, st.Err)
 	}
-	ap.ident = Identity{Pid: st.Pid, Pgid: st.Pid, Start: st.Start, Tag: spec.Tag, TTY: spec.TTY, Boot: cl.inc.BootID}
+	ap.ident = Identity{Pid: st.Pid, Pgid: st.Pid, Start: st.Start, Tag: spec.Tag, TTY: spec.TTY, Boot: cl.inc.Key()}
 	ap.resFacts = st.Resources
 	return ap, nil
 }
@@ -405,7 +409,7 @@ func (ap *agentProcess) Exited() bool {
 }
 
 func (ap *agentProcess) controlContext() (context.Context, context.CancelFunc) {
-	p := ap.cl.conn.pool
+	p := ap.cl.pool
 	return context.WithTimeout(p.life, p.cfg.DialTimeout+10*time.Second)
 }
 
@@ -439,15 +443,13 @@ func (ap *agentProcess) group() *Group {
 	if g := ap.lost.Load(); g != nil {
 		return g
 	}
-	ap.lost.CompareAndSwap(nil, &Group{pool: ap.cl.conn.pool, target: ap.cl.target, id: ap.ident})
+	ap.lost.CompareAndSwap(nil, &Group{pool: ap.cl.pool, target: ap.cl.target, id: ap.ident})
 	return ap.lost.Load()
 }
 
 // Incarnation is the host's name and boot id as its agent said when the
-// command started.
-func (ap *agentProcess) Incarnation() (hostname, bootID string) {
-	return ap.cl.inc.Hostname, ap.cl.inc.BootID
-}
+// command started, and for a container the engine's id and start time.
+func (ap *agentProcess) Incarnation() Incarnation { return ap.cl.inc }
 
 // Replaced reports whether, its agent's channel gone, the host was found
 // again in another boot: nothing of the command was left to find, and
@@ -520,7 +522,7 @@ func (ap *agentProcess) CloseOutput() error {
 		ap.chunks, ap.off = nil, 0
 		ap.cond.Broadcast()
 		ap.mu.Unlock()
-		ap.cl.conn.pool.spawn(func() {
+		ap.cl.pool.spawn(func() {
 			ctx, cancel := ap.controlContext()
 			defer cancel()
 			_, _ = ap.call(ctx, agent.Request{Op: agent.OpClose})
@@ -549,7 +551,7 @@ func (ap *agentProcess) Listening(ctx context.Context) ([]process.Listener, erro
 // host's commands go through the wrapper (or the agent was lost before
 // the command started): then nothing ran.
 func (p *Pool) startOnAgent(ctx context.Context, t Target, spec launchSpec, logger interface{ Printf(string, ...any) }) (proc process.Process, err error, ok bool) {
-	if p.cfg.Mode == ModeWrapper || !agent.Deployable {
+	if !t.Stream() && (p.cfg.Mode == ModeWrapper || !agent.Deployable) {
 		return nil, nil, false
 	}
 	r, err := p.resolve(t)
@@ -561,6 +563,9 @@ func (p *Pool) startOnAgent(ctx context.Context, t Target, spec launchSpec, logg
 		if cl == nil {
 			if ctx.Err() != nil {
 				return nil, context.Cause(ctx), true
+			}
+			if r.Stream() {
+				return nil, err, true // there is no wrapper for it
 			}
 			if logger != nil && err != nil && !p.fellBack(r, err) {
 				logger.Printf("remote: %s: using the wrapper: %v", r.Target, err)

@@ -189,6 +189,9 @@ func (p *Pool) Ready(t Target) (Target, bool) {
 	if err != nil {
 		return Target{}, false
 	}
+	if r.Stream() {
+		return r.Target, p.streamReady(r)
+	}
 	h, err := p.host(r.key())
 	if err != nil {
 		return Target{}, false
@@ -208,6 +211,9 @@ func (p *Pool) Ready(t Target) (Target, bool) {
 // when none runs; nil (and the reason) when the host's commands go
 // through the wrapper.
 func (p *Pool) agentFor(ctx context.Context, r resolved) (*agentClient, error) {
+	if r.Stream() {
+		return p.streamAgent(ctx, r) // no wrapper to fall back to
+	}
 	if p.cfg.Mode == ModeWrapper {
 		return nil, errors.New("the wrapper is forced")
 	}
@@ -285,8 +291,8 @@ func (p *Pool) Prepare(t Target) {
 		return
 	}
 	r, err := p.resolve(t)
-	if err != nil {
-		return
+	if err != nil || r.Stream() {
+		return // a stream target's agent runs once connected
 	}
 	p.spawn(func() {
 		ctx, cancel := context.WithTimeout(p.life, deployTimeout)
@@ -415,7 +421,7 @@ func (c *conn) startAgent(ctx context.Context, r resolved, command string) (*age
 					ch.Close()
 					return nil, "", fmt.Errorf("the host agent is version %q, not %q", v, agent.Version)
 				}
-				cl := newAgentClient(c, r, inc, ch, br)
+				cl := newAgentClient(c.pool, c.lostWhy, r, Incarnation{Hostname: inc.Hostname, BootID: inc.BootID}, ch, br)
 				if !stop() || !c.pool.spawn(cl.read) {
 					ch.Close()
 					return nil, "", errors.New("the host agent's start was cancelled")

@@ -33,6 +33,9 @@ type Config struct {
 	// a host agent; empty (or ModeAgent) deploys the agent where the host
 	// can run it.
 	Mode string
+	// Engines names the program of a stream method (sudo, podman,
+	// docker) where it is not the method's name on PATH.
+	Engines map[string]string
 }
 
 func (c Config) withDefaults() Config {
@@ -62,6 +65,13 @@ type resolved struct {
 // method is not part of it, so /ssh: and /scp: names of a host share one,
 // and a host reached through hops has its own, beside a direct one.
 func (r resolved) key() string {
+	if r.Stream() {
+		k := r.Method + ":" + r.User + "@" + r.Host
+		if r.jump != nil {
+			return r.jump.key() + "|" + k
+		}
+		return k
+	}
 	k := r.User + "@" + r.addr()
 	if r.jump != nil {
 		return r.jump.key() + "|" + k
@@ -83,6 +93,31 @@ func (p *Pool) Resolve(t Target) (Target, error) {
 // most of a millisecond and every operation resolves its target, so the
 // result is kept per target until either file changes.
 func (p *Pool) resolve(t Target) (resolved, error) {
+	if t.Stream() {
+		// No ssh_config: sudo is root unless told, on this machine or
+		// on the SSH host before it; a container is its engine's name.
+		if t.Method == "sudo" && t.User == "" {
+			t.User = "root"
+		}
+		if t.Via == "" {
+			if t.Method == "sudo" {
+				t.Host = "localhost"
+			}
+			return resolved{Target: t}, nil
+		}
+		j, err := t.jump()
+		if err != nil {
+			return resolved{}, err
+		}
+		rj, err := p.resolve(j)
+		if err != nil {
+			return resolved{}, err
+		}
+		// sudo on that SSH host, as it is resolved.
+		r := resolved{Target: t, jump: &rj}
+		r.Via, r.Host = rj.String(), rj.Host
+		return r, nil
+	}
 	userFile := filepath.Join(p.cfg.Home, ".ssh", "config")
 	sig := fileSignature(userFile) + fileSignature(systemConfig)
 	key := t

@@ -1,6 +1,9 @@
 // Package remote runs commands on SSH hosts named by TRAMP file names
 // (/ssh:user@host#port:/path, any SSH method, hop chains /ssh:a|ssh:b:/path)
-// and publishes files to them.
+// and publishes files to them; and, under the same host agent over
+// another stream (stream.go), as another user through sudo
+// (/sudo:user@localhost:, /ssh:host|sudo::) or in a container
+// (/podman:user@box:, /docker:user@box:).
 //
 // A Pool keeps one connection per (user, host, port), and per chain of
 // hops one carried by the previous hop's connection, authenticated with

@@ -165,6 +165,9 @@ func (g *Group) control(ctx context.Context, act, sig string) (verdict, error) {
 			return v, err
 		}
 	}
+	if g.target.Stream() {
+		return verdict{}, notSSH(g.target, "the control shell")
+	}
 	var line string
 	err := g.pool.withSession(ctx, g.target, (*conn).hasController, func(c *conn) error {
 		var err error
@@ -398,14 +401,26 @@ func roundTripError(c *conn, r resolved, err error) error {
 // viaAgent runs a group operation on the host agent when the host runs
 // one; ok is false when it does not.
 func (g *Group) viaAgent(ctx context.Context, act, sig string) (v verdict, err error, ok bool) {
-	if g.pool.cfg.Mode == ModeWrapper || !agent.Deployable {
+	stream := g.target.Stream()
+	if !stream && (g.pool.cfg.Mode == ModeWrapper || !agent.Deployable) {
 		return verdict{}, nil, false
 	}
-	cl, _ := g.pool.agentFor(ctx, g.target)
+	cl, err := g.pool.agentFor(ctx, g.target)
+	if cl == nil && stream && g.id.Boot != "" && errors.Is(err, errTargetGone) {
+		// The container it ran in is gone or stopped: so is every
+		// process of that incarnation. Nothing is signalled.
+		g.mu.Lock()
+		g.final, g.replaced = Dead, true
+		g.mu.Unlock()
+		return verdict{state: Dead}, nil, true
+	}
+	if cl == nil && stream {
+		return verdict{}, err, true // no control shell to ask instead
+	}
 	if cl == nil {
 		return verdict{}, nil, false
 	}
-	if g.id.Boot != "" && cl.inc.BootID != "" && cl.inc.BootID != g.id.Boot {
+	if g.id.Boot != "" && cl.inc.Key() != "" && cl.inc.Key() != g.id.Boot {
 		// Another boot: nothing of the group can be left, and its pids
 		// may be others' now. Nothing is signalled.
 		g.mu.Lock()
@@ -416,6 +431,9 @@ func (g *Group) viaAgent(ctx context.Context, act, sig string) (v verdict, err e
 	s := unix.SignalNum("SIG" + sig)
 	v, err = cl.group(ctx, g.id, act, s)
 	if errors.Is(err, errAgentLost) {
+		if stream {
+			return verdict{}, unavailablef("remote: %s: the host agent went during the request", g.target.Target), true
+		}
 		return verdict{}, nil, false // the control shell still may
 	}
 	if err == nil && (v.state == Dead || v.leader == "other") {

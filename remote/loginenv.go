@@ -41,6 +41,9 @@ func (p *Pool) LoginEnv(ctx context.Context, t Target) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r.Stream() {
+		return nil, notSSH(r, "a login environment")
+	}
 	c, err := p.anyConn(ctx, r)
 	if err != nil {
 		return nil, err

@@ -30,9 +30,10 @@ type Pool struct {
 	published atomic.Int64   // bytes sent by Publish, for tests
 	sessions  atomic.Int64   // session channels opened, for tests
 
-	mu     sync.Mutex
-	hosts  map[string]*hostConns // guarded by mu
-	closed bool                  // guarded by mu
+	mu      sync.Mutex
+	hosts   map[string]*hostConns  // guarded by mu
+	streams map[string]*streamSlot // guarded by mu; by stream target (stream.go)
+	closed  bool                   // guarded by mu
 	// fallbacks is, by host, why its commands went through the wrapper
 	// when last reported; guarded by mu.
 	fallbacks map[string]string
@@ -89,10 +90,11 @@ func NewPool(cfg Config) *Pool {
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	p.closed = true
-	hosts := p.hosts
-	p.hosts = map[string]*hostConns{}
+	hosts, streams := p.hosts, p.streams
+	p.hosts, p.streams = map[string]*hostConns{}, nil
 	p.mu.Unlock()
 	p.stop()
+	p.closeStreams(streams)
 	for _, h := range hosts {
 		h.mu.Lock()
 		conns := h.conns
@@ -200,6 +202,12 @@ func (p *Pool) Connect(ctx context.Context, t Target) (Target, error) {
 	r, err := p.resolve(t)
 	if err != nil {
 		return Target{}, unavailable(err)
+	}
+	if r.Stream() {
+		if _, err := p.streamAgent(ctx, r); err != nil {
+			return Target{}, err
+		}
+		return r.Target, nil
 	}
 	if _, err := p.anyConn(ctx, r); err != nil {
 		return Target{}, err
@@ -607,4 +615,12 @@ func retryable(err error) bool {
 func refusedAsFull(err error) bool {
 	var oce *ssh.OpenChannelError
 	return errors.As(err, &oce) && oce.Reason != ssh.UnknownChannelType
+}
+
+// lostWhy says why the connection went, "" while it is up.
+func (c *conn) lostWhy() string {
+	if !c.isDead() {
+		return ""
+	}
+	return fmt.Sprintf("connection lost: %v", c.deadErr)
 }

@@ -28,6 +28,12 @@ func (p *Pool) Forward(ctx context.Context, t Target, host string, port int) (*F
 	if err != nil {
 		return nil, err
 	}
+	if r.Stream() {
+		if r.jump == nil || r.Container() {
+			return nil, notSSH(r, "forwarding a port")
+		}
+		r = *r.jump // sudo on an SSH host: the host's ports
+	}
 	if _, err := p.anyConn(ctx, r); err != nil {
 		return nil, err
 	}

@@ -75,9 +75,10 @@ type Identity struct {
 	Start     uint64
 	Tag       string // KEY=value, or empty
 	TTY       bool
-	// Boot is the host's boot id when the group started, as its agent
-	// said; "" when unknown (the wrapper). A host found in another boot
-	// holds nothing of the group (Group.Replaced).
+	// Boot is the host's incarnation when the group started
+	// (Incarnation.Key: its boot id as its agent said, or a container's
+	// id and start); "" when unknown (the wrapper). A host found in
+	// another incarnation holds nothing of the group (Group.Replaced).
 	Boot string
 }
 

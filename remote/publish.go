@@ -25,6 +25,9 @@ func (p *Pool) Publish(ctx context.Context, t Target, remotePath string, src io.
 	if err != nil {
 		return "", err
 	}
+	if r.Stream() {
+		return "", notSSH(r, "publishing a file")
+	}
 	var c *conn
 	var sc *sftp.Client
 	var home string

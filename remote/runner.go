@@ -49,8 +49,18 @@ func (r Runner) Start(ctx context.Context, spec process.Spec) (process.Process, 
 		}
 		ls.Command = "exec " + strings.Join(words, " ")
 	}
-	env, err := r.Pool.LoginEnv(ctx, r.Target)
+	var env []string
+	var err error
+	if r.Target.Stream() {
+		// The environment sudo or the engine gives the agent, the
+		// request's over it: no login shell is asked.
+		err = notSSH(resolved{Target: r.Target}, "a login environment")
+	} else {
+		env, err = r.Pool.LoginEnv(ctx, r.Target)
+	}
 	switch {
+	case r.Target.Stream():
+		ls.overlay = true
 	case err == nil:
 		ls.Env = process.MergeEnv(env, spec.Env)
 	case ctx.Err() != nil:

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -31,9 +32,19 @@ type Target struct {
 	Path string
 }
 
-// Methods are the TRAMP methods the helper runs, in the order errors and
-// documents name them.
+// Methods are the TRAMP methods the helper runs over SSH, in the order
+// errors and documents name them.
 var Methods = []string{"ssh", "scp", "sshx", "scpx", "rsync"}
+
+// StreamMethods are the TRAMP methods whose host agent runs over another
+// byte stream than SSH (stream.go): sudo on this machine, a container's
+// engine exec.
+var StreamMethods = []string{"sudo", "podman", "docker"}
+
+// allMethods names every method the helper runs, for errors.
+func allMethods() string {
+	return strings.Join(append(Methods[:len(Methods):len(Methods)], StreamMethods...), ", ")
+}
 
 // Support tiers of a target, as the facts name them.
 const (
@@ -59,16 +70,26 @@ func (t Target) MethodName() string {
 	return t.Method
 }
 
-// Tier is the support tier of the target's method: every SSH method is
-// supported.
-func (t Target) Tier() string { return TierSupported }
+// Tier is the support tier of the target's method: every SSH method,
+// sudo and podman are supported; docker, tested only against Podman
+// (never a Docker engine), is experimental.
+func (t Target) Tier() string {
+	if t.Method == "docker" {
+		return TierExperimental
+	}
+	return TierSupported
+}
 
 // String names the host as the facts' target field does:
 // "ssh:user@host#port", with whatever parts are known, after the hops
-// that lead to it ("ssh:a#22|ssh:me@b#22"). Every method is written ssh:
-// they share one transport.
+// that lead to it ("ssh:a#22|ssh:me@b#22"). Every SSH method is written
+// ssh: they share one transport. A stream target is written with its own
+// method: "sudo:root@localhost", "podman:box", "docker:me@box".
 func (t Target) String() string {
 	s := t.hop("ssh")
+	if t.Stream() {
+		s = t.hop(t.Method)
+	}
 	if t.Via != "" {
 		return t.Via + "|" + s
 	}
@@ -107,7 +128,8 @@ func (t Target) jump() (Target, error) {
 func (t Target) addr() string { return net.JoinHostPort(t.Host, strconv.Itoa(t.Port)) }
 
 // ErrNotSupported reports a TRAMP name whose method the helper does not
-// run, or a hop chain with a hop that is not SSH.
+// run, or a hop chain with a hop that is not SSH (a stream method runs
+// only as the one hop of a name).
 var ErrNotSupported = errors.New("remote: method not supported")
 
 // unsupported is an ErrNotSupported error with its own message.
@@ -133,11 +155,26 @@ func ParseTRAMP(name string) (t Target, ok bool, err error) {
 	}
 	rest := name[1:]
 	var via []string
+	var prev Target
 	for n := 1; ; n++ {
 		hop, tail, more, err := parseHop(rest)
+		switch {
+		case hop.Stream() && (more || len(via) > 0 && hop.Container()):
+			err = methodError{hop.Method} // only sudo, and only last
+		case err == nil && hop.Method == "sudo" && len(via) > 0:
+			// sudo on the SSH host before it: the same host, by default.
+			if hop.Host == "" {
+				hop.Host = prev.Host
+			} else if hop.Host != prev.Host {
+				err = fmt.Errorf("sudo runs on the host of the hop before it (%q), not on %q", prev.Host, hop.Host)
+			}
+		case err == nil && hop.Method == "sudo" && !localName(hop.Host):
+			err = fmt.Errorf("sudo runs on this machine, and %q is not this machine's name (sudo on another host goes through an SSH hop: /ssh:%s|sudo:%s:)", hop.Host, hop.Host, hop.Host)
+		}
 		if err != nil {
 			return Target{}, true, hopError(name, n, more || len(via) > 0, rest, err)
 		}
+		prev = hop
 		if !more {
 			hop.Via = strings.Join(via, "|")
 			hop.Path = tail
@@ -156,7 +193,7 @@ func hopError(name string, n int, chained bool, rest string, err error) error {
 		if chained {
 			return unsupported{fmt.Sprintf("remote: hop %d of %q uses method %q: a hop chain runs over SSH only (%s)", n, name, m.method, strings.Join(Methods, ", "))}
 		}
-		return unsupported{fmt.Sprintf("remote: method %q of %q is not supported: the helper runs %s names", m.method, name, strings.Join(Methods, ", "))}
+		return unsupported{fmt.Sprintf("remote: method %q of %q is not supported: the helper runs %s names", m.method, name, allMethods())}
 	}
 	if chained {
 		part, _, _ := strings.Cut(rest, "|")
@@ -200,7 +237,7 @@ func parseHop(s string) (t Target, tail string, more bool, err error) {
 	}
 	more = end >= 0 && after[end] == '|'
 	switch {
-	case !sshMethod(method):
+	case !sshMethod(method) && !streamMethod(method):
 		return Target{}, "", more, methodError{method}
 	case end < 0 && bracket:
 		return Target{}, "", false, errors.New("unclosed [")
@@ -225,6 +262,11 @@ func parseHop(s string) (t Target, tail string, more bool, err error) {
 	if strings.HasPrefix(hostPart, "[") && strings.HasSuffix(hostPart, "]") {
 		hostPart = hostPart[1 : len(hostPart)-1]
 	}
+	if t.Stream() {
+		err := t.checkStream(hostPart)
+		t.Host = hostPart
+		return t, tail, more, err
+	}
 	if hostPart == "" {
 		return Target{}, "", more, errors.New("empty host")
 	}
@@ -233,4 +275,69 @@ func parseHop(s string) (t Target, tail string, more bool, err error) {
 	}
 	t.Host = hostPart
 	return t, tail, more, nil
+}
+
+// streamMethod reports whether a method is one of StreamMethods.
+func streamMethod(m string) bool {
+	for _, x := range StreamMethods {
+		if m == x {
+			return true
+		}
+	}
+	return false
+}
+
+// Stream reports whether the target's host agent runs over a stream of
+// its own (sudo, a container engine) instead of SSH.
+func (t Target) Stream() bool { return streamMethod(t.Method) }
+
+// Container reports whether the target is a container of an engine.
+func (t Target) Container() bool { return t.Method == "podman" || t.Method == "docker" }
+
+// checkStream checks the host part (and user, port) of a stream hop:
+// sudo runs on this machine only; a container is named as its engine
+// names it, never as an option.
+func (t Target) checkStream(host string) error {
+	if t.Port != 0 {
+		return fmt.Errorf("a port has no meaning for method %q", t.Method)
+	}
+	if t.User != "" && !safeName(t.User) {
+		return fmt.Errorf("malformed user %q", t.User)
+	}
+	if t.Method == "sudo" {
+		if host != "" && !safeName(host) && !localName(host) {
+			return fmt.Errorf("malformed host %q", host)
+		}
+		return nil // which host it may be, ParseTRAMP says
+	}
+	if host == "" {
+		return errors.New("empty container name")
+	}
+	if !safeName(host) {
+		return fmt.Errorf("malformed container name %q", host)
+	}
+	return nil
+}
+
+// safeName is a user or container name that cannot be read as an option
+// or break out of an argument: a letter, digit or '_' first, then those
+// and '.' and '-'.
+func safeName(s string) bool {
+	for i, c := range []byte(s) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || i > 0 && (c == '.' || c == '-')
+		if !ok {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// localName reports whether host names this machine: empty (TRAMP's
+// /sudo::), localhost, or its host name.
+func localName(host string) bool {
+	if host == "" || host == "localhost" || host == "127.0.0.1" || host == "::1" {
+		return true
+	}
+	h, err := os.Hostname()
+	return err == nil && host == h
 }

@@ -39,13 +39,28 @@ func TestParseTRAMP(t *testing.T) {
 		{name: "/ssh:me@a#2|scp:u@[::1]#3|sshx:c:/p|q", ok: true,
 			want: Target{Method: "sshx", Host: "c", Via: "ssh:me@a#2|scp:u@[::1]#3", Path: "/p|q"}},
 		{name: "/ssh:host:/a|b", ok: true, want: Target{Method: "ssh", Host: "host", Path: "/a|b"}},
-		// What is refused names the method or the hop.
-		{name: "/docker:box:/", ok: true, wantErr: `method "docker" of "/docker:box:/" is not supported: the helper runs ssh, scp, sshx, scpx, rsync names`},
-		{name: "/sudo::/etc", ok: true, wantErr: `method "sudo"`},
-		{name: "/docker:box:/a|b", ok: true, wantErr: `method "docker" of`},
-		{name: "/ssh:a|sudo:b:/srv", ok: true, wantErr: `hop 2 of "/ssh:a|sudo:b:/srv" uses method "sudo": a hop chain runs over SSH only`},
+		// Stream methods: sudo on this machine, a container's engine.
+		{name: "/sudo::/etc", ok: true, want: Target{Method: "sudo", Path: "/etc"}},
+		{name: "/sudo::", ok: true, want: Target{Method: "sudo"}},
+		{name: "/sudo:me@localhost:/x", ok: true, want: Target{Method: "sudo", User: "me", Host: "localhost", Path: "/x"}},
+		{name: "/podman:box:/srv", ok: true, want: Target{Method: "podman", Host: "box", Path: "/srv"}},
+		{name: "/podman:65534@box:", ok: true, want: Target{Method: "podman", User: "65534", Host: "box"}},
+		{name: "/docker:me@my.box_1:/a|b", ok: true, want: Target{Method: "docker", User: "me", Host: "my.box_1", Path: "/a|b"}},
+		// What is refused names the method, the part or the hop.
+		{name: "/kubernetes:pod:/", ok: true, wantErr: `method "kubernetes" of "/kubernetes:pod:/" is not supported: the helper runs ssh, scp, sshx, scpx, rsync, sudo, podman, docker names`},
+		{name: "/sudo:me@elsewhere.example:/", ok: true, wantErr: `sudo runs on this machine, and "elsewhere.example" is not this machine's name (sudo on another host goes through an SSH hop: /ssh:elsewhere.example|sudo:elsewhere.example:)`},
+		// sudo on an SSH host: the last hop, on the host before it.
+		{name: "/ssh:a|sudo::/srv", ok: true, want: Target{Method: "sudo", Host: "a", Via: "ssh:a", Path: "/srv"}},
+		{name: "/ssh:me@a#2|sudo:root@a:/x", ok: true, want: Target{Method: "sudo", User: "root", Host: "a", Via: "ssh:me@a#2", Path: "/x"}},
+		{name: "/ssh:a|sudo:b:/srv", ok: true, wantErr: `hop 2 ("sudo:b:/srv"): sudo runs on the host of the hop before it ("a"), not on "b"`},
+		{name: "/ssh:a|podman:box:/", ok: true, wantErr: `hop 2 of "/ssh:a|podman:box:/" uses method "podman": a hop chain runs over SSH only`},
+		{name: "/sudo:-u@localhost:/", ok: true, wantErr: `malformed user "-u"`},
+		{name: "/podman::/", ok: true, wantErr: "empty container name"},
+		{name: "/podman:--rm:/", ok: true, wantErr: `malformed container name "--rm"`},
+		{name: "/docker:box#2:/", ok: true, wantErr: `a port has no meaning for method "docker"`},
 		{name: "/ssh:a|docker:b|ssh:c:/", ok: true, wantErr: `hop 2 of "/ssh:a|docker:b|ssh:c:/" uses method "docker"`},
 		{name: "/sudo:a|ssh:b:/", ok: true, wantErr: `hop 1 of "/sudo:a|ssh:b:/" uses method "sudo"`},
+		{name: "/kubernetes:a|ssh:b:/", ok: true, wantErr: `hop 1 of "/kubernetes:a|ssh:b:/" uses method "kubernetes"`},
 		{name: "/ssh:a|ssh:b#0:/", ok: true, wantErr: `hop 2 ("ssh:b#0:/"): port must be`},
 		{name: "/ssh:a#x|ssh:b:/", ok: true, wantErr: `hop 1 ("ssh:a#x"): port must be`},
 		{name: "/ssh:a|ssh::/", ok: true, wantErr: `hop 2 ("ssh::/"): empty host`},
@@ -82,7 +97,7 @@ func TestParseTRAMP(t *testing.T) {
 			t.Errorf("ParseTRAMP(%q) = %+v, want %+v", tt.name, got, tt.want)
 		}
 	}
-	for _, name := range []string{"/docker:h:/", "/ssh:a|sudo:b:/"} {
+	for _, name := range []string{"/kubernetes:h:/", "/ssh:a|podman:b:/", "/sudo:a|ssh:b:/"} {
 		if _, _, err := ParseTRAMP(name); !errors.Is(err, ErrNotSupported) {
 			t.Errorf("%s is not classified ErrNotSupported: %v", name, err)
 		}
@@ -103,6 +118,9 @@ func TestTargetString(t *testing.T) {
 		{Target{User: "me", Host: "::1", Port: 2222, Path: "/x"}, "ssh:me@[::1]#2222"},
 		{Target{Method: "scp", Host: "h", Port: 22}, "ssh:h#22"},
 		{Target{Method: "sshx", Host: "b", Via: "ssh:me@a#22", Path: "/x"}, "ssh:me@a#22|ssh:b"},
+		{Target{Method: "sudo", User: "root", Host: "localhost", Path: "/x"}, "sudo:root@localhost"},
+		{Target{Method: "podman", Host: "box"}, "podman:box"},
+		{Target{Method: "docker", User: "me", Host: "box"}, "docker:me@box"},
 	} {
 		if got := tt.t.String(); got != tt.want {
 			t.Errorf("%+v.String() = %q, want %q", tt.t, got, tt.want)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing mevedel-exec needs, when it is missing:
-# Debian packages through apt-get (when running as root; bubblewrap and
-# package-lint among them), the Eask CLI through npm, and the Go modules.
+# Debian packages through apt-get (when running as root; bubblewrap,
+# package-lint, sudo, podman, runc and docker.io among them), the Eask CLI
+# through npm, and the Go modules.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +27,13 @@ compgen -G '/usr/share/emacs/site-lisp/elpa/package-lint-[0-9]*' >/dev/null ||
 # use-package snippet in a person's Emacs.
 emacs --batch --eval '(kill-emacs (if (locate-library "use-package") 0 1))' >/dev/null 2>&1 ||
   need_pkgs+=(elpa-use-package)
+# /sudo: targets are tested with the real sudo, /podman: with Podman
+# running runc, /docker: with the docker command line (docker.io, whose
+# engine the tests never start) against Podman's API service.
+command -v sudo >/dev/null || need_pkgs+=(sudo)
+command -v podman >/dev/null || need_pkgs+=(podman)
+command -v docker >/dev/null || need_pkgs+=(docker.io)
+{ [ -x /usr/sbin/runc ] || command -v runc >/dev/null; } || need_pkgs+=(runc)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "setup: missing ${need_pkgs[*]}; install them (apt-get install ${need_pkgs[*]}) or run as root" >&2

@@ -55,8 +55,10 @@ type Leader struct {
 	// StartTime is field 22 of /proc/PID/stat: clock ticks since boot.
 	StartTime uint64 `json:"startTime"`
 	Target    string `json:"target,omitempty"`
-	// Boot is the SSH host's boot id when the leader started (as its host
-	// agent said): in another boot nothing of it can be left.
+	// Boot is the host's incarnation when the leader started: its boot
+	// id as its host agent said, or for a container
+	// "container:<id>@<start>" as its engine said. In another
+	// incarnation nothing of it can be left.
 	Boot string `json:"boot,omitempty"`
 }
 

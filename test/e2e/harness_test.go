@@ -43,8 +43,24 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	for _, f := range afterAll.fs {
+		f()
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// afterAll is what TestMain runs once every test has ended: removing
+// what tests shared (containers, a sudo rule).
+var afterAll struct {
+	mu sync.Mutex
+	fs []func() // guarded by mu
+}
+
+func atEnd(f func()) {
+	afterAll.mu.Lock()
+	afterAll.fs = append(afterAll.fs, f)
+	afterAll.mu.Unlock()
 }
 
 // waitBound bounds every wait in these tests; it is never a sleep.

@@ -82,10 +82,12 @@ func TestRemoteBadNamesRefused(t *testing.T) {
 		cwd  string
 		want []string
 	}{
-		{"/docker:box:/tmp", []string{`method "docker"`, "ssh, scp, sshx, scpx, rsync"}},
-		{"/sudo::/etc", []string{`method "sudo"`}},
-		{"/kubernetes:pod:/", []string{`method "kubernetes"`}},
-		{"/ssh:" + host + "|sudo:root@localhost:/tmp", []string{`hop 2`, `"sudo"`, "SSH only"}},
+		{"/kubernetes:pod:/", []string{`method "kubernetes"`, "ssh, scp, sshx, scpx, rsync, sudo, podman, docker"}},
+		{"/adb:phone:/tmp", []string{`method "adb"`}},
+		{"/sudo:root@elsewhere.example:/tmp", []string{"sudo runs on this machine", `"elsewhere.example"`}},
+		{"/podman:-box:/tmp", []string{`malformed container name "-box"`}},
+		{"/ssh:" + host + "|sudo:root@localhost:/tmp", []string{`hop 2`, `sudo runs on the host of the hop before it ("127.0.0.1"), not on "localhost"`}},
+		{"/ssh:" + host + "|podman:box:/tmp", []string{`hop 2`, `"podman"`, "SSH only"}},
 		{"/ssh:" + host + "|docker:box|ssh:" + host + ":/tmp", []string{`hop 2`, `"docker"`}},
 		{"/ssh:" + host + "|ssh::/tmp", []string{`hop 2`, "empty host"}},
 		{"/ssh:" + host + "|ssh:h#x:/tmp", []string{`hop 2 ("ssh:h#x:/tmp")`, "port"}},

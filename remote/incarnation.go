@@ -1,0 +1,23 @@
+package remote
+
+// Incarnation is the host and boot a host agent runs in, as its hello
+// says, and for a container the engine's id of it and its start time, as
+// the engine says: what a command started through the agent cannot
+// outlive. A container removed and made again under its name, or
+// restarted, is another incarnation although its host kept its boot.
+type Incarnation struct {
+	Hostname    string
+	BootID      string // the kernel's random boot id; "" when unknown
+	ContainerID string // the engine's id of the container; "" for a host
+	StartedAt   string // the container's start, as the engine writes it
+}
+
+// Key is what must be the same when the target is found again for a
+// command of it to be there still: the container's id and start, else
+// the boot id. "" when unknown.
+func (in Incarnation) Key() string {
+	if in.ContainerID != "" {
+		return "container:" + in.ContainerID + "@" + in.StartedAt
+	}
+	return in.BootID
+}
