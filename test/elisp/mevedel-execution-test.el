@@ -282,13 +282,16 @@ call starts a new helper and reopens the session."
   :tags '(:slow)
   (let* ((mevedel-execution-install-directory (make-temp-file "mevedel-ert-install-" t))
          (built (expand-file-name "mevedel-exec" mevedel-execution-install-directory))
-         (mevedel-execution-program "/nonexistent/mevedel-exec"))
+         (mevedel-execution-program "/nonexistent/mevedel-exec")
+         (done nil))
     (unwind-protect
         (progn
-          (mevedel-execution-install-helper)
-          (mevedel-execution-test--wait-until
-           (lambda () (not (process-live-p (get-process "mevedel-exec-build"))))
-           "the build")
+          ;; Its callback, not the build process's end: the built file
+          ;; takes its place in the sentinel, which runs after the
+          ;; process is seen dead.
+          (mevedel-execution-install-helper nil (lambda (file) (setq done (list file))))
+          (mevedel-execution-test--wait-until (lambda () done) "the build")
+          (should (equal (car done) built))
           (should (file-executable-p built))
           (should (equal (mevedel-execution-program-file) built)))
       (delete-directory mevedel-execution-install-directory t))))
