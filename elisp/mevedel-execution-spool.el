@@ -442,6 +442,35 @@ on following."
 
 ;;;;; Following
 
+(defvar-local mevedel-execution-spool--followed nil
+  "(SESSION . ID) of the execution this buffer asked the helper to follow.")
+
+(defun mevedel-execution-spool--send-follow (session id on)
+  "Ask the helper to follow ID of SESSION, or with ON nil to stop.
+A followed execution's output growth is announced ten times a
+second, not once, so the buffer streams it.  Advisory: a refusal,
+because it ended meanwhile, or a helper out of reach changes nothing."
+  (ignore-errors
+    (mevedel-execution-request-async
+     session 'exec/follow
+     (list :execution-id id :as "user" :follow (if on t :json-false))
+     :on-error #'ignore)))
+
+(defun mevedel-execution-spool--ask-follow (session id)
+  "Follow ID of SESSION from this buffer while it lives, unless it ended."
+  (unless (or mevedel-execution-spool--followed
+              (equal (plist-get mevedel-execution-spool--facts :state) "settled"))
+    (setq mevedel-execution-spool--followed (cons session id))
+    (mevedel-execution-spool--send-follow session id t)
+    (add-hook 'kill-buffer-hook #'mevedel-execution-spool--unfollow nil t)))
+
+(defun mevedel-execution-spool--unfollow ()
+  "Undo this buffer's follow; for `kill-buffer-hook'."
+  (when-let ((followed mevedel-execution-spool--followed))
+    (setq mevedel-execution-spool--followed nil)
+    (unless (equal (plist-get mevedel-execution-spool--facts :state) "settled")
+      (mevedel-execution-spool--send-follow (car followed) (cdr followed) nil))))
+
 (defun mevedel-execution-spool--detach ()
   "Stop following the helper's events in this buffer."
   (when mevedel-execution-spool--listener
@@ -782,6 +811,7 @@ execution.  Return the buffer; an id without output signals a
                    (or (file-remote-p cwd) (file-directory-p cwd)))
           (setq default-directory (file-name-as-directory cwd))))
       (mevedel-execution-spool--attach)
+      (mevedel-execution-spool--ask-follow session execution-id)
       (if (not from-end)
           (mevedel-execution-spool--show session address 0)
         (setq mevedel-execution-spool--source

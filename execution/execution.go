@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mevedel/mevedel-exec/process"
@@ -57,6 +58,10 @@ type Execution struct {
 	obsMu sync.Mutex // serialises observations and claims, so no two read the same unread range
 
 	finalShown bool // guarded by s.chMu; TakeChanged returned its final facts
+
+	// followed mirrors st.followers > 0 for the output copier, which
+	// announces growth more often while someone follows the output.
+	followed atomic.Bool
 
 	mu sync.Mutex
 	st execState // guarded by mu; changed only through update

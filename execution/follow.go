@@ -35,6 +35,7 @@ func (s *Session) Follow(c Caller, id string, on bool) error {
 		} else if st.followers > 0 {
 			st.followers--
 		}
+		e.followed.Store(st.followers > 0)
 	})
 	if settled && on {
 		return fault.New(fault.Refused, "execution %s has ended: there is nothing to follow", id)

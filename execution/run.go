@@ -25,8 +25,11 @@ const (
 	progressEvery  = 250 * time.Millisecond
 	progressChars  = 2000
 	changedEvery   = time.Second // exec/changed for output growth, at most
-	copyMin        = 4 << 10     // first output read buffer
-	copyMax        = 256 << 10   // largest output read buffer
+	// followedEvery is the same while someone follows the execution
+	// (exec/follow): a person watching its output sees it stream.
+	followedEvery = 100 * time.Millisecond
+	copyMin       = 4 << 10   // first output read buffer
+	copyMax       = 256 << 10 // largest output read buffer
 	// denialScanChars is how much of a failed confined command's output
 	// is read for sandbox denials: the errors come at the end.
 	denialScanChars = 64 << 10
@@ -279,22 +282,27 @@ func (e *Execution) copyOutput(r io.Reader) {
 			}
 			e.changed()
 			// A panel shows output sizes from exec/changed; once a second
-			// is enough for that.
+			// is enough for that. A followed output buffer reads what is
+			// new on each, so it gets them ten times as often.
+			every := changedEvery
+			if e.followed.Load() {
+				every = followedEvery
+			}
 			since := time.Since(base) - time.Duration(announced.Load())
-			if since >= changedEvery {
+			if since >= every {
 				announced.Store(int64(time.Since(base)))
 				owed.Store(false)
 				e.s.changed(e)
 			} else if !owed.Swap(true) {
 				if trailing == nil {
-					trailing = time.AfterFunc(changedEvery-since, func() {
+					trailing = time.AfterFunc(every-since, func() {
 						if owed.Swap(false) {
 							announced.Store(int64(time.Since(base)))
 							e.s.changed(e)
 						}
 					})
 				} else {
-					trailing.Reset(changedEvery - since)
+					trailing.Reset(every - since)
 				}
 			}
 		}

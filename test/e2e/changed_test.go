@@ -255,3 +255,47 @@ func TestChangedCarriesOnlyWhatChanged(t *testing.T) {
 	}
 	c.call("exec/stopAll", map[string]any{"sessionId": "a", "as": "user"}, nil)
 }
+
+// Output someone follows streams: while an execution is followed
+// (exec/follow, as an Emacs output buffer does), its output growth is
+// announced several times a second; beside it, the same command
+// unfollowed is announced about once a second.
+func TestFollowedOutputGrowthIsAnnouncedOften(t *testing.T) {
+	t.Parallel()
+	h := startHelper(t)
+	s := h.open(nil)
+	// Each waits at its gate until the follow is in place, then prints a
+	// line every 20 ms for about 1.5 s.
+	gates := []string{fifo(t, "gate1"), fifo(t, "gate2")}
+	command := func(gate string) string {
+		return "read -r _ < " + gate + `; for i in $(seq 75); do echo "line $i"; sleep 0.02; done`
+	}
+	followed := s.mustStart(command(gates[0]), map[string]any{"yieldMs": 0, "lane": "read"}).Facts.ExecutionID
+	plain := s.mustStart(command(gates[1]), map[string]any{"yieldMs": 0, "lane": "read"}).Facts.ExecutionID
+	h.mustCall("exec/follow", map[string]any{"sessionId": s.id, "executionId": followed, "as": "user"}, nil)
+	release(t, gates[0])
+	release(t, gates[1])
+	h.waitState(followed, execution.Settled)
+	h.waitState(plain, execution.Settled)
+	// The sizes announced while each ran.
+	sizes := map[string]map[int64]bool{followed: {}, plain: {}}
+	h.mu.Lock()
+	for _, n := range h.notes {
+		if n.Method != "exec/changed" {
+			continue
+		}
+		var p struct{ Changed []execution.Facts }
+		_ = json.Unmarshal(n.Params, &p)
+		for _, f := range p.Changed {
+			if m := sizes[f.ExecutionID]; m != nil && f.State == execution.Running && f.OutputBytes > 0 {
+				m[f.OutputBytes] = true
+			}
+		}
+	}
+	h.mu.Unlock()
+	nf, np := len(sizes[followed]), len(sizes[plain])
+	t.Logf("output sizes announced over about 1.5 s: %d followed, %d not", nf, np)
+	if nf < 6 || nf <= np+2 {
+		t.Errorf("a followed output's growth was announced %d times, an unfollowed one's %d: the followed one does not stream", nf, np)
+	}
+}

@@ -78,5 +78,30 @@
             (should (string-prefix-p "1\n2\n" (buffer-string))))
         (kill-buffer buffer)))))
 
+(ert-deftest mevedel-execution-spool-test-followed-output-streams ()
+  "An output buffer on a live command shows its growth several times a second.
+The buffer follows the execution, so the helper announces its
+output ten times a second, not once."
+  (mevedel-execution-test--with-helper session
+    (let* ((obs (mevedel-execution-test--start
+                 session "for i in $(seq 60); do echo line $i; sleep 0.02; done"
+                 :yield-time-ms 0))
+           (id (plist-get (plist-get obs :facts) :execution-id))
+           (buffer (mevedel-execution-spool-open-output session id t))
+           (sizes nil))
+      (unwind-protect
+          (progn
+            (mevedel-execution-test--wait-until
+             (lambda ()
+               (let ((n (buffer-size buffer)))
+                 (unless (eql n (car sizes)) (push n sizes)))
+               (with-current-buffer buffer
+                 (string-match-p "^line 60$" (buffer-string))))
+             "the last line")
+            ;; About 1.2 s of output: a dozen steps followed, two or
+            ;; three at a second's pace.
+            (should (>= (length sizes) 6)))
+        (kill-buffer buffer)))))
+
 (provide 'mevedel-execution-spool-test)
 ;;; mevedel-execution-spool-test.el ends here
