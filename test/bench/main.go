@@ -62,7 +62,9 @@ BENCH is one of:
   logs    spool/grep against rg -z and zgrep, retirement against gzip -1,
           tail reads of a retired log
   remote  exec/start on an SSH host (pooled) against ssh and a ControlMaster,
-          remote output into the spool (remote.go)
+          remote output into the spool (remote.go); exec/start in a Podman
+          container through the agent against podman exec (container.go)
+  container the container row of remote alone
   list    exec/list with 500 live executions (list.go)
   scale   500 live executions: OS threads, RSS, exec/list and exec/observe
           latency, exec/stopAll (scale.go)
@@ -99,7 +101,7 @@ const (
 )
 
 func main() {
-	if len(os.Args) != 2 || !slices.Contains([]string{"spool", "spawn", "logs", "remote", "list", "scale", "waiting", "sandbox", "clients", "all"}, os.Args[1]) {
+	if len(os.Args) != 2 || !slices.Contains([]string{"spool", "spawn", "logs", "remote", "container", "list", "scale", "waiting", "sandbox", "clients", "all"}, os.Args[1]) {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
@@ -159,7 +161,10 @@ func run(ctx context.Context, which string) error {
 		steps = append(steps, b.logs)
 	}
 	if which == "remote" || which == "all" {
-		steps = append(steps, b.remote)
+		steps = append(steps, b.remote, b.container)
+	}
+	if which == "container" {
+		steps = append(steps, b.container)
 	}
 	if which == "list" || which == "all" {
 		steps = append(steps, b.list)
