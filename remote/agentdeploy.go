@@ -408,53 +408,76 @@ func (c *conn) startAgent(ctx context.Context, r resolved, command string) (*age
 		return nil, "", transientError{err}
 	}
 	br := bufio.NewReaderSize(ch, 256<<10)
-	var junk []byte
+	g := readGreeting(br)
+	switch {
+	case g.said == agent.Hello && g.version != agent.Version:
+		ch.Close()
+		return nil, "", fmt.Errorf("the host agent is version %q, not %q", g.version, agent.Version)
+	case g.said == agent.Hello:
+		cl := newAgentClient(c.pool, c.lostWhy, r, Incarnation{Hostname: g.inc.Hostname, BootID: g.inc.BootID}, ch, br)
+		if !stop() || !c.pool.spawn(cl.read) {
+			ch.Close()
+			return nil, "", errors.New("the host agent's start was cancelled")
+		}
+		return cl, "", nil
+	case g.said == agentNeed:
+		ch.Close()
+		return nil, g.text, nil
+	case g.said == agentErr:
+		ch.Close()
+		return nil, "", errors.New(g.text)
+	}
+	ch.Close()
+	if ctx.Err() != nil {
+		return nil, "", context.Cause(ctx)
+	}
+	status := "no exit status"
+	select {
+	case status = <-exit:
+	case <-time.After(time.Second):
+	}
+	msg := strings.TrimSpace(string(append(g.junk, stderr.Bytes()...)))
+	err = fmt.Errorf("the host agent did not start (%s): %s", status, msg)
+	if status == "no exit status" {
+		return nil, "", transientError{err}
+	}
+	return nil, "", err
+}
+
+// greeting is what a starting host agent said first: its hello (said is
+// agent.Hello; its version and incarnation), a NEED line (agentNeed, the
+// build it needs in text) or an error line (agentErr, in text); or, with
+// said empty, nothing before its stream ended, junk being what came.
+type greeting struct {
+	said    string
+	text    string
+	version string
+	inc     agent.Incarnation
+	junk    []byte
+}
+
+// readGreeting reads a starting agent's stream up to its first line of
+// the agent's own (what a login shell prints before it is junk), or its
+// end.
+func readGreeting(br *bufio.Reader) greeting {
+	var g greeting
 	for {
 		chunk, err := br.ReadSlice('\n')
-		i := bytes.Index(chunk, []byte("\x00MEVEDEL-AGENT"))
-		if i >= 0 && err == nil {
+		if i := bytes.Index(chunk, []byte("\x00MEVEDEL-AGENT")); i >= 0 && err == nil {
 			line := strings.TrimRight(string(chunk[i:]), "\r\n")
-			switch {
-			case strings.HasPrefix(line, agent.Hello):
-				v, inc := agent.ParseHello(strings.TrimPrefix(line, agent.Hello))
-				if v != agent.Version {
-					ch.Close()
-					return nil, "", fmt.Errorf("the host agent is version %q, not %q", v, agent.Version)
+			for _, kind := range []string{agent.Hello, agentNeed, agentErr} {
+				if rest, ok := strings.CutPrefix(line, kind); ok {
+					g.said, g.text = kind, rest
+					if kind == agent.Hello {
+						g.version, g.inc = agent.ParseHello(rest)
+					}
+					return g
 				}
-				cl := newAgentClient(c.pool, c.lostWhy, r, Incarnation{Hostname: inc.Hostname, BootID: inc.BootID}, ch, br)
-				if !stop() || !c.pool.spawn(cl.read) {
-					ch.Close()
-					return nil, "", errors.New("the host agent's start was cancelled")
-				}
-				return cl, "", nil
-			case strings.HasPrefix(line, agentNeed):
-				ch.Close()
-				return nil, strings.TrimPrefix(line, agentNeed), nil
-			case strings.HasPrefix(line, agentErr):
-				ch.Close()
-				return nil, "", errors.New(strings.TrimPrefix(line, agentErr))
 			}
 		}
-		junk = appendCapped(junk, chunk)
-		if err == bufio.ErrBufferFull {
-			continue
-		}
-		if err != nil {
-			ch.Close()
-			if ctx.Err() != nil {
-				return nil, "", context.Cause(ctx)
-			}
-			status := "no exit status"
-			select {
-			case status = <-exit:
-			case <-time.After(time.Second):
-			}
-			msg := strings.TrimSpace(string(append(junk, stderr.Bytes()...)))
-			err := fmt.Errorf("the host agent did not start (%s): %s", status, msg)
-			if status == "no exit status" {
-				return nil, "", transientError{err}
-			}
-			return nil, "", err
+		g.junk = appendCapped(g.junk, chunk)
+		if err != nil && err != bufio.ErrBufferFull {
+			return g
 		}
 	}
 }

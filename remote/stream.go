@@ -2,7 +2,6 @@ package remote
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -328,46 +327,31 @@ func (p *Pool) streamRun(ctx context.Context, r resolved, inc Incarnation, argv 
 	stop := context.AfterFunc(ctx, func() { car.Close() })
 	defer stop()
 	br := bufio.NewReaderSize(car, 256<<10)
-	var junk []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		i := bytes.Index(chunk, []byte("\x00MEVEDEL-AGENT"))
-		if i >= 0 && err == nil {
-			line := strings.TrimRight(string(chunk[i:]), "\r\n")
-			switch {
-			case strings.HasPrefix(line, agent.Hello):
-				v, hello := agent.ParseHello(strings.TrimPrefix(line, agent.Hello))
-				if v != agent.Version {
-					car.Close()
-					return nil, "", unavailablef("remote: %s: the host agent is version %q, not %q", r.Target, v, agent.Version)
-				}
-				inc.Hostname, inc.BootID = hello.Hostname, hello.BootID
-				cl := newAgentClient(p, car.lostWhy, r, inc, car, br)
-				if !stop() || !p.spawn(cl.read) {
-					car.Close()
-					return nil, "", unavailablef("remote: %s: the host agent's start was cancelled", r.Target)
-				}
-				return cl, "", nil
-			case strings.HasPrefix(line, agentNeed):
-				car.Close()
-				return nil, strings.TrimPrefix(line, agentNeed), nil
-			case strings.HasPrefix(line, agentErr):
-				car.Close()
-				return nil, "", unavailablef("remote: %s: %s", r.Target, strings.TrimPrefix(line, agentErr))
-			}
-		}
-		junk = appendCapped(junk, chunk)
-		if err == bufio.ErrBufferFull {
-			continue
-		}
-		if err != nil {
+	g := readGreeting(br)
+	switch {
+	case g.said == agent.Hello && g.version != agent.Version:
+		car.Close()
+		return nil, "", unavailablef("remote: %s: the host agent is version %q, not %q", r.Target, g.version, agent.Version)
+	case g.said == agent.Hello:
+		inc.Hostname, inc.BootID = g.inc.Hostname, g.inc.BootID
+		cl := newAgentClient(p, car.lostWhy, r, inc, car, br)
+		if !stop() || !p.spawn(cl.read) {
 			car.Close()
-			if ctx.Err() != nil {
-				return nil, "", unavailablef("remote: %s: the host agent did not start: %v", r.Target, context.Cause(ctx))
-			}
-			return nil, "", car.startError(r, junk)
+			return nil, "", unavailablef("remote: %s: the host agent's start was cancelled", r.Target)
 		}
+		return cl, "", nil
+	case g.said == agentNeed:
+		car.Close()
+		return nil, g.text, nil
+	case g.said == agentErr:
+		car.Close()
+		return nil, "", unavailablef("remote: %s: %s", r.Target, g.text)
 	}
+	car.Close()
+	if ctx.Err() != nil {
+		return nil, "", unavailablef("remote: %s: the host agent did not start: %v", r.Target, context.Cause(ctx))
+	}
+	return nil, "", car.startError(r, g.junk)
 }
 
 // startErrorWait bounds how long a failed start waits for the
