@@ -302,65 +302,50 @@ func reclaim(id, cwd string, l *transcript.Leader, deadline time.Time, onHost re
 	}
 	_, pidUsed := process.StartTime(l.Pid)
 	stranger := pidUsed && proven() == 0
-	killed := map[int]bool{}
-	refused := map[int]bool{}
-	left := func() []process.Info {
+	// What one sweep killed and what refused to be signalled (another
+	// user's process): the open's own, and the background's after it.
+	type record struct{ killed, refused map[int]bool }
+	left := func(r record) []process.Info {
 		var out []process.Info
 		for _, p := range process.Members(proven(), tag, l.StartTime) {
-			if !refused[p.Pid] {
+			if !r.refused[p.Pid] {
 				out = append(out, p)
 			}
 		}
 		return out
 	}
-	kill := func(ps []process.Info) {
-		if pgid := proven(); pgid > 0 {
-			// The leader is alive, so the group is still the one it leads.
-			_ = unix.Kill(-pgid, unix.SIGKILL)
-		}
-		for _, p := range ps {
-			switch err := unix.Kill(p.Pid, unix.SIGKILL); err {
-			case nil, unix.ESRCH:
-				killed[p.Pid] = true
-			default:
-				refused[p.Pid] = true
+	// sweep kills ps until none is left or end passes, and returns what
+	// is left.
+	sweep := func(r record, ps []process.Info, end time.Time) []process.Info {
+		for ; len(ps) > 0 && time.Now().Before(end); ps = left(r) {
+			if pgid := proven(); pgid > 0 {
+				// The leader is alive, so the group is still the one it leads.
+				_ = unix.Kill(-pgid, unix.SIGKILL)
 			}
+			for _, p := range ps {
+				switch err := unix.Kill(p.Pid, unix.SIGKILL); err {
+				case nil, unix.ESRCH:
+					r.killed[p.Pid] = true
+				default:
+					r.refused[p.Pid] = true
+				}
+			}
+			// Nothing tells us when a signalled process is gone: we are
+			// not its parent. Look again shortly, within the bound.
+			time.Sleep(probeMax)
 		}
+		return ps
 	}
-	for ps := left(); len(ps) > 0 && time.Now().Before(deadline); ps = left() {
-		kill(ps)
-		// Nothing tells us when a signalled process is gone: we are not
-		// its parent. Look again shortly, within the deadline.
-		time.Sleep(probeMax)
-	}
-	remaining := left()
+	open := record{killed: map[int]bool{}, refused: map[int]bool{}}
+	remaining := sweep(open, left(open), deadline)
 	if len(remaining) > 0 {
 		// The open does not wait longer, but the leftovers are not left:
 		// on a machine too loaded to see them die within the budget,
-		// they are killed from the background until they are gone. It
-		// has its own record of what refused, not the one read below.
-		pgid, skip := proven(), maps.Clone(refused)
-		go func() {
-			end := time.Now().Add(reclaimLater)
-			for ps := remaining; len(ps) > 0 && time.Now().Before(end); {
-				if pgid > 0 {
-					_ = unix.Kill(-pgid, unix.SIGKILL)
-				}
-				for _, p := range ps {
-					if unix.Kill(p.Pid, unix.SIGKILL) == unix.EPERM {
-						skip[p.Pid] = true
-					}
-				}
-				time.Sleep(probeMax)
-				ps = nil
-				for _, p := range process.Members(pgid, tag, l.StartTime) {
-					if !skip[p.Pid] {
-						ps = append(ps, p)
-					}
-				}
-			}
-		}()
+		// they are killed from the background until they are gone.
+		later := record{killed: map[int]bool{}, refused: maps.Clone(open.refused)}
+		go sweep(later, remaining, time.Now().Add(reclaimLater))
 	}
+	killed, refused := open.killed, open.refused
 	var parts []string
 	if n := len(killed); n > 0 {
 		parts = append(parts, fmt.Sprintf("its %d leftover processes were killed", n))
