@@ -125,6 +125,11 @@ func (p *Pool) streamAgent(ctx context.Context, r resolved) (*agentClient, error
 				s.cl = cl
 			}
 			s.mu.Unlock()
+			if err == nil && p.life.Err() != nil {
+				// Close ran while it started and found no agent in the
+				// slot: its reader would keep Close waiting.
+				cl.ch.Close()
+			}
 			call.cl, call.err = cl, err
 			close(call.done)
 		})
@@ -320,7 +325,7 @@ func (p *Pool) transportArgv(r resolved, argv []string) []string {
 // says what the transport said when it ended without either.
 func (p *Pool) streamRun(ctx context.Context, r resolved, inc Incarnation, argv []string, stdin *os.File) (*agentClient, string, error) {
 	argv = p.transportArgv(r, argv)
-	car, err := startCarrier(p, r, argv, stdin)
+	car, err := startCarrier(p, argv, stdin)
 	if err != nil {
 		return nil, "", unavailablef("remote: %s: starting %s: %v", r.Target, argv[0], err)
 	}
