@@ -43,7 +43,7 @@ type carrier struct {
 
 // startCarrier starts argv with pipes on its stdout and stderr, and on
 // its stdin unless given one.
-func startCarrier(p *Pool, r resolved, argv []string, stdin *os.File) (*carrier, error) {
+func startCarrier(p *Pool, argv []string, stdin *os.File) (*carrier, error) {
 	c := &carrier{argv0: argv[0], errDone: make(chan struct{})}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	if cmd.Err != nil {
@@ -166,7 +166,7 @@ func (c *carrier) lostWhy() string {
 // runShort runs argv to its end (killed at ctx's end) and returns its
 // stdout and stderr.
 func (p *Pool) runShort(ctx context.Context, argv []string) (stdout, stderr []byte, ws unix.WaitStatus, err error) {
-	car, err := startCarrier(p, resolved{}, argv, nil)
+	car, err := startCarrier(p, argv, nil)
 	if err != nil {
 		return nil, nil, 0, err
 	}

@@ -51,15 +51,13 @@ func (r Runner) Start(ctx context.Context, spec process.Spec) (process.Process, 
 	}
 	var env []string
 	var err error
-	if r.Target.Stream() {
-		// The environment sudo or the engine gives the agent, the
-		// request's over it: no login shell is asked.
-		err = notSSH(resolved{Target: r.Target}, "a login environment")
-	} else {
+	if !r.Target.Stream() {
 		env, err = r.Pool.LoginEnv(ctx, r.Target)
 	}
 	switch {
 	case r.Target.Stream():
+		// The environment sudo or the engine gives the agent, the
+		// request's over it: no login shell is asked.
 		ls.overlay = true
 	case err == nil:
 		ls.Env = process.MergeEnv(env, spec.Env)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -53,14 +54,7 @@ const (
 )
 
 // sshMethod reports whether a method is one of Methods.
-func sshMethod(m string) bool {
-	for _, x := range Methods {
-		if m == x {
-			return true
-		}
-	}
-	return false
-}
+func sshMethod(m string) bool { return slices.Contains(Methods, m) }
 
 // MethodName is the method as the user wrote it ("ssh" when not given).
 func (t Target) MethodName() string {
@@ -278,14 +272,7 @@ func parseHop(s string) (t Target, tail string, more bool, err error) {
 }
 
 // streamMethod reports whether a method is one of StreamMethods.
-func streamMethod(m string) bool {
-	for _, x := range StreamMethods {
-		if m == x {
-			return true
-		}
-	}
-	return false
-}
+func streamMethod(m string) bool { return slices.Contains(StreamMethods, m) }
 
 // Stream reports whether the target's host agent runs over a stream of
 // its own (sudo, a container engine) instead of SSH.
