@@ -317,10 +317,7 @@ func TestPodmanBadTargets(t *testing.T) {
 		t.Fatalf("registered: %+v", list.Executions)
 	}
 	// Nothing of the attempts runs: the engine's processes are gone.
-	pid := h.c.Child().Pid()
-	if !testsupport.Poll(5*time.Second, func() bool { return len(childrenOf(pid)) == 0 }) {
-		t.Fatalf("the helper still has children %v", childrenOf(pid))
-	}
+	wantNoChildren(t, h)
 }
 
 // /docker: runs through the same code with the docker command line:
@@ -558,8 +555,5 @@ func TestPodmanAgentThatCannotRunRefused(t *testing.T) {
 	if e, ok := rpcError(err); !ok || e.Code != -32005 || !strings.Contains(e.Message, "the host agent did not start") || !strings.Contains(e.Message, "Permission denied") {
 		t.Fatalf("an agent that cannot run: %v", err)
 	}
-	pid := h.c.Child().Pid()
-	if !testsupport.Poll(5*time.Second, func() bool { return len(childrenOf(pid)) == 0 }) {
-		t.Fatalf("the helper still has children %v", childrenOf(pid))
-	}
+	wantNoChildren(t, h)
 }

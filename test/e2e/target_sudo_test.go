@@ -212,14 +212,21 @@ func TestSudoWantingAPasswordRefused(t *testing.T) {
 		}
 	}
 	// Nothing of the attempts runs: the helper has no child left.
-	pid := h.c.Child().Pid()
-	if !testsupport.Poll(5*time.Second, func() bool { return len(childrenOf(pid)) == 0 }) {
-		t.Fatalf("the helper still has children %v", childrenOf(pid))
-	}
+	wantNoChildren(t, h)
 	var list struct{ Executions []execution.Facts }
 	h.mustCall("exec/list", map[string]any{"sessionId": s.id}, &list)
 	if len(list.Executions) != 0 {
 		t.Fatalf("registered: %+v", list.Executions)
+	}
+}
+
+// wantNoChildren fails t unless h's helper has no child left within a
+// bound: nothing of a refused or failed start runs.
+func wantNoChildren(t *testing.T, h *helper) {
+	t.Helper()
+	pid := h.c.Child().Pid()
+	if !testsupport.Poll(5*time.Second, func() bool { return len(childrenOf(pid)) == 0 }) {
+		t.Fatalf("the helper still has children %v", childrenOf(pid))
 	}
 }
 

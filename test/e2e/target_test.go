@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/internal/testsupport"
 	"github.com/mevedel/mevedel-exec/remote"
 )
 
@@ -39,14 +40,7 @@ type targetPlace struct {
 // waitGone waits until pid is no longer alive on p's target, within
 // bound; it polls only to bound the wait.
 func (p targetPlace) waitGone(pid int, bound time.Duration) bool {
-	deadline := time.Now().Add(bound)
-	for p.alive(pid) {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return true
+	return testsupport.Poll(bound, func() bool { return !p.alive(pid) })
 }
 
 // writeScript writes text to a file of a fresh directory of p and
