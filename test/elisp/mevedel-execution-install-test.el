@@ -41,7 +41,11 @@ ARGS go before SCRIPT on its command line."
       (let ((status (apply #'call-process
                            (expand-file-name invocation-name invocation-directory)
                            nil t nil "--batch"
-                           (append args (list "-l" script)))))
+                           (append args
+                                   ;; Its waits have no bound of their own:
+                                   ;; this one ends it, and the test fails.
+                                   (list "--eval" "(run-at-time 300 nil (lambda () (princ \"TIMEOUT\\n\") (kill-emacs 2)))"
+                                         "-l" script)))))
         (cons status (buffer-string))))))
 
 (defun mevedel-execution-install-test--result (output)
