@@ -134,20 +134,9 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 
 func stamp(t time.Time) *Time { return &Time{t} }
 
-// Incarnation is a host's identity and boot; for a container, also the
-// engine's id of it and when it started.
-type Incarnation struct {
-	Hostname    string `json:"hostname,omitempty"`
-	BootID      string `json:"bootId,omitempty"`      // the kernel's random boot id
-	ContainerID string `json:"containerId,omitempty"` // the engine's id of the container
-	StartedAt   string `json:"startedAt,omitempty"`   // the container's start, as the engine writes it
-}
-
-// key is what must be the same when the target is found again: the
-// container's id and start, else the boot id (remote.Incarnation.Key).
-func (in Incarnation) key() string {
-	return remote.Incarnation{BootID: in.BootID, ContainerID: in.ContainerID, StartedAt: in.StartedAt}.Key()
-}
+// Incarnation is a target's identity and incarnation as its host agent
+// or engine said when a command started there (facts' targetIncarnation).
+type Incarnation = remote.Incarnation
 
 // ReasonTargetReplaced is the reason of an execution settled lost because
 // its host was found again in another boot: it cannot still run there.

@@ -58,7 +58,7 @@ func leaderOf(f Facts, proc process.Process) *transcript.Leader {
 	}
 	l := &transcript.Leader{Pid: f.Pid, Pgid: f.Pgid, StartTime: proc.LeaderStart(), Target: f.Target}
 	if f.TargetIncarnation != nil {
-		l.Boot = f.TargetIncarnation.key()
+		l.Boot = f.TargetIncarnation.Key()
 	}
 	return l
 }

@@ -114,8 +114,8 @@ func (e *Execution) run() {
 			st.facts.RemoteMode = m.RemoteMode()
 		}
 		if m, ok := proc.(interface{ Incarnation() remote.Incarnation }); ok {
-			if in := m.Incarnation(); in != (remote.Incarnation{}) {
-				st.facts.TargetIncarnation = &Incarnation{Hostname: in.Hostname, BootID: in.BootID, ContainerID: in.ContainerID, StartedAt: in.StartedAt}
+			if in := m.Incarnation(); in != (Incarnation{}) {
+				st.facts.TargetIncarnation = &in
 			}
 		}
 		if r, ok := proc.(interface {

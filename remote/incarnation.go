@@ -6,10 +6,10 @@ package remote
 // outlive. A container removed and made again under its name, or
 // restarted, is another incarnation although its host kept its boot.
 type Incarnation struct {
-	Hostname    string
-	BootID      string // the kernel's random boot id; "" when unknown
-	ContainerID string // the engine's id of the container; "" for a host
-	StartedAt   string // the container's start, as the engine writes it
+	Hostname    string `json:"hostname,omitempty"`
+	BootID      string `json:"bootId,omitempty"`      // the kernel's random boot id; "" when unknown
+	ContainerID string `json:"containerId,omitempty"` // the engine's id of the container; "" for a host
+	StartedAt   string `json:"startedAt,omitempty"`   // the container's start, as the engine writes it
 }
 
 // Key is what must be the same when the target is found again for a
