@@ -247,8 +247,9 @@ func TestPodmanContainerReplacedSettlesLost(t *testing.T) {
 	if _, err := testsupport.Podman(ctx, "rm", "-f", "-t", "0", name); err != nil {
 		t.Fatal(err)
 	}
-	// The new incarnation, with a process at the old command's pid if
-	// it can be had: it must not be signalled.
+	// The new incarnation: nothing in it may be signalled for the old
+	// one (its pid 1 is checked below; a process at the old command's
+	// own pid, TestPodmanRecoveryOnReplacedContainer).
 	if err := testsupport.RunContainer(ctx, name, containers.rootfs, containers.work); err != nil {
 		t.Fatal(err)
 	}
@@ -384,8 +385,9 @@ func TestPodmanRecoveryOnReplacedContainer(t *testing.T) {
 	if err := testsupport.RunContainer(ctx, name, containers.rootfs, containers.work); err != nil {
 		t.Fatal(err)
 	}
-	// A process of the new container at the old command's pid (pids are
-	// handed out in order in a fresh pid namespace).
+	// A process of the new container at the old command's pid: pids
+	// are handed out one by one in a fresh pid namespace, and nothing
+	// else runs there yet, so the loop reaches it.
 	out, err := testsupport.Podman(ctx, "exec", name, "bash", "-c", fmt.Sprintf(
 		`for i in {1..500}; do sleep 1000 >/dev/null 2>&1 & [ $! -ge %d ] && break; kill $!; wait $! 2>/dev/null; done; echo $!`, f.Pid))
 	if err != nil {
@@ -393,7 +395,7 @@ func TestPodmanRecoveryOnReplacedContainer(t *testing.T) {
 	}
 	squatter := strings.TrimSpace(out)
 	if squatter != fmt.Sprint(f.Pid) {
-		t.Logf("the new container's process has pid %s, not the old command's %d", squatter, f.Pid)
+		t.Fatalf("the new container's process has pid %s, not the old command's %d: the check below would look at another process", squatter, f.Pid)
 	}
 	h2 := startHelper(t)
 	var info execution.SessionInfo
