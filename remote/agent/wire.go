@@ -126,6 +126,7 @@ const (
 	OpConfine = "confine" // Sandbox: the policy resolved against this host, and whether bwrap works here
 	OpDenials = "denials" // Sandbox (applied), Dir, Data (output): the denials the output shows
 	OpRelease = "release" // Exec: remove its group and box mount points now (nothing of it is alive); Limit
+	OpPublish = "publish" // Path, Offset, Data: a published output's copy here (publish.go)
 )
 
 // Request is one request to the host.
@@ -144,6 +145,9 @@ type Request struct {
 	// OpConfine, OpDenials.
 	Sandbox *sandbox.Policy `json:"sandbox,omitempty"`
 	Dir     string          `json:"dir,omitempty"`
+	// OpPublish.
+	Path   string `json:"path,omitempty"`
+	Offset int64  `json:"offset,omitempty"`
 }
 
 // Reply answers a request. Errno carries a system error (ESRCH from an
@@ -168,6 +172,9 @@ type Reply struct {
 	// OpRelease: the limit that ended the command, read once all of it
 	// was gone.
 	Limit string `json:"limit,omitempty"`
+	// OpPublish: the copy's absolute path and its size now.
+	Path string `json:"path,omitempty"`
+	Size int64  `json:"size,omitempty"`
 }
 
 // Confinement answers OpConfine: the policy as this host applies it (its

@@ -7,9 +7,11 @@ package e2e
 // is removed at the end (no grace).
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -339,9 +341,8 @@ func TestDockerTargetThroughPodmanCLI(t *testing.T) {
 }
 
 // A container without bubblewrap refuses a required sandbox before
-// anything runs, naming why; a container's ports are not forwarded yet,
-// and exec/forward says so.
-func TestPodmanSandboxRequiredRefusedAndNoForward(t *testing.T) {
+// anything runs, naming why.
+func TestPodmanSandboxRequiredRefused(t *testing.T) {
 	t.Parallel()
 	containerSetup(t)
 	p := podmanPlace(t, containers.shared, "")
@@ -355,10 +356,92 @@ func TestPodmanSandboxRequiredRefusedAndNoForward(t *testing.T) {
 	if _, err := os.Stat(marker); !os.IsNotExist(err) {
 		t.Errorf("the refused command ran: %v", err)
 	}
-	o := p.s.mustStart("echo up; exec sleep 1000", map[string]any{"cwd": cwd, "yieldMs": 0})
-	p.s.observeUntil(o, "up")
-	p.h.wantError("exec/forward", map[string]any{"sessionId": p.s.id, "executionId": o.Facts.ExecutionID, "port": 8080}, -32003, "refused")
-	p.h.mustCall("exec/stop", map[string]any{"sessionId": p.s.id, "executionId": o.Facts.ExecutionID}, nil)
+}
+
+// A port of a container with a network of its own (loopback only,
+// unreachable from here) is forwarded through its host agent's stream:
+// the server answers from the container's network namespace, a MiB goes
+// there and back with each side's end of writing carried, unforward and
+// the execution's end close the listener.
+func TestPodmanPortForwardedThroughTheAgent(t *testing.T) {
+	t.Parallel()
+	name := newContainer(t, "--network", "none", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:ro")
+	p := podmanPlace(t, name, "")
+	local, cwd := p.dir(t)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	if err := testsupport.BuildPortServer(ctx, filepath.Join(local, "portserver")); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	o := p.s.mustStart(fmt.Sprintf("exec %s %d", p.inside(filepath.Join(local, "portserver")), port),
+		map[string]any{"cwd": cwd, "readyPort": port, "yieldMs": 60000})
+	if o.Final || !o.Facts.Ready || !listensOn(o.Facts, port) {
+		t.Fatalf("start %q %+v", o.Output, o.Facts)
+	}
+	id := o.Facts.ExecutionID
+	if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+		c.Close()
+		t.Fatalf("port %d of the container is reachable here without a forward", port)
+	}
+	forward := func() string {
+		t.Helper()
+		var fw struct{ LocalAddress string }
+		p.h.mustCall("exec/forward", map[string]any{"sessionId": p.s.id, "executionId": id, "port": port}, &fw)
+		if !strings.HasPrefix(fw.LocalAddress, "127.0.0.1:") {
+			t.Fatalf("localAddress %q", fw.LocalAddress)
+		}
+		return fw.LocalAddress
+	}
+	addr := forward()
+	here, _ := os.Readlink("/proc/self/ns/net")
+	payload := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	// Two connections at once: each tunnel has its own flow.
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(waitBound))
+			go func() {
+				_, _ = c.Write(payload)
+				_ = c.(*net.TCPConn).CloseWrite()
+			}()
+			got, err := io.ReadAll(c)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			greeting, rest, _ := bytes.Cut(got, []byte("\n"))
+			if !bytes.HasPrefix(greeting, []byte("netns net:")) || string(greeting) == "netns "+here {
+				t.Errorf("greeting %q, this machine's network %q", greeting, here)
+			}
+			if !bytes.Equal(rest, payload) {
+				t.Errorf("echoed %d bytes, want the %d sent", len(rest), len(payload))
+			}
+		})
+	}
+	wg.Wait()
+	p.h.mustCall("exec/unforward", map[string]any{"sessionId": p.s.id, "executionId": id, "port": port}, nil)
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Fatalf("%s still accepts after unforward", addr)
+	}
+	addr = forward()
+	p.h.mustCall("exec/stop", map[string]any{"sessionId": p.s.id, "executionId": id}, nil)
+	if !testsupport.Poll(waitBound, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	}) {
+		t.Fatalf("%s still accepts after the execution ended", addr)
+	}
 }
 
 // Recovery after a helper's crash finds its container made again under
