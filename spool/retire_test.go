@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/klauspost/compress/gzip"
+
 	"github.com/mevedel/mevedel-exec/internal/fault"
 )
 
@@ -537,4 +539,46 @@ func TestRetireAfterInterruption(t *testing.T) {
 		t.Fatalf("%d members, want the 2 of the last retirement", len(v.idx.members))
 	}
 	checkView(t, v, data)
+}
+
+// TestMemberCheckRejects: the check each compressing goroutine makes before
+// a member is written refuses a member that inflates to other bytes, to
+// fewer or more bytes, or carries anything after its trailer.
+func TestMemberCheckRejects(t *testing.T) {
+	t.Parallel()
+	in := buildLog(31, 100<<10)
+	var comp bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&comp, gzip.BestSpeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zw.Write(in); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	zr, br := new(gzip.Reader), new(bytes.Reader)
+	if err := inflatesTo(zr, br, comp.Bytes(), in); err != nil {
+		t.Fatalf("a sound member: %v", err)
+	}
+	other := bytes.Clone(in)
+	other[len(other)/2] ^= 1
+	flipped := bytes.Clone(comp.Bytes())
+	flipped[len(flipped)/2] ^= 0xff
+	for _, tc := range []struct {
+		name       string
+		comp, want []byte
+	}{
+		{"other bytes", comp.Bytes(), other},
+		{"longer input", comp.Bytes(), append(bytes.Clone(in), 'x')},
+		{"shorter input", comp.Bytes(), in[:len(in)-1]},
+		{"stray bytes", append(bytes.Clone(comp.Bytes()), "junk"...), in},
+		{"damaged data", flipped, in},
+		{"cut short", comp.Bytes()[:comp.Len()-3], in},
+	} {
+		if err := inflatesTo(zr, br, tc.comp, tc.want); err == nil {
+			t.Errorf("%s: accepted", tc.name)
+		}
+	}
 }
