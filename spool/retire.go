@@ -165,7 +165,7 @@ func (d *Dir) Retire(name string, opts RetireOptions) (RetireResult, error) {
 	}()
 
 	c := crew{n: workers, low: opts.Background}
-	x, crcs, err := compressLog(raw, st.Size, tmp, memberBytes, c)
+	x, crcs, err := compressLog(raw, st.Size, &writeback{f: tmp}, memberBytes, c)
 	if err != nil {
 		return res, fault.New(fault.IO, "spool: retire %s: %w; raw kept", name, err)
 	}
@@ -182,12 +182,14 @@ func (d *Dir) Retire(name string, opts RetireOptions) (RetireResult, error) {
 	// The copy carries the log's time, for whatever ages logs by it
 	// (best effort: a copy with a new time loses nothing).
 	unix.UtimesNanoAt(dir.fd, tmpFile, []unix.Timespec{{Nsec: unix.UTIME_OMIT}, st.Mtim}, unix.AT_SYMLINK_NOFOLLOW)
-	// Flush the copy while verifying it: verification reads it back
-	// through the page cache on its own descriptor.
-	synced := make(chan error, 1)
+	// Flush the copy, and write and flush the index, while verifying the
+	// copy: verification reads it back through the page cache on its own
+	// descriptor, and the three wait on different things.
+	synced, indexed := make(chan error, 1), make(chan error, 1)
 	go func(f *os.File) { synced <- f.Sync() }(tmp)
+	go func() { indexed <- writeFileSync(dir, gziTmpFile, idx) }()
 	verr := d.verify(dir, tmpFile, x, crcs)
-	serr := <-synced
+	serr, ierr := <-synced, <-indexed
 	cerr := tmp.Close()
 	tmp = nil
 	switch {
@@ -197,12 +199,11 @@ func (d *Dir) Retire(name string, opts RetireOptions) (RetireResult, error) {
 		return res, ioErr("sync", p.tmp, serr)
 	case cerr != nil:
 		return res, ioErr("close", p.tmp, cerr)
+	case ierr != nil:
+		return res, ierr
 	}
 	if err := stillSame(raw, dir, rawFile, st); err != nil {
 		return res, fault.New(fault.IO, "spool: retire %s: %w; raw kept", name, err)
-	}
-	if err := writeFileSync(dir, gziTmpFile, idx); err != nil {
-		return res, err
 	}
 	if err := dir.rename(gziTmpFile, gziFile); err != nil {
 		return res, err
@@ -286,6 +287,32 @@ func writeFileSync(dir *execDir, name string, b []byte) error {
 		return ioErr("close", path, err)
 	}
 	return nil
+}
+
+// writebackEvery is how much of the compressed copy is written before the
+// kernel is asked to start writing it to disk.
+const writebackEvery = 2 << 20
+
+// writeback writes to f and starts the kernel writing f's pages to disk
+// every writebackEvery bytes (sync_file_range, which does not wait), so
+// the fsync at the end waits for the last pages only.
+type writeback struct {
+	f            *os.File
+	off, started int64
+}
+
+func (w *writeback) Write(b []byte) (int, error) {
+	n, err := w.f.Write(b)
+	w.off += int64(n)
+	if w.off-w.started >= writebackEvery {
+		if rc, cerr := w.f.SyscallConn(); cerr == nil {
+			_ = rc.Control(func(fd uintptr) {
+				_ = unix.SyncFileRange(int(fd), w.started, w.off-w.started, unix.SYNC_FILE_RANGE_WRITE)
+			})
+		}
+		w.started = w.off
+	}
+	return n, err
 }
 
 // compressLog writes the first size bytes of raw to dst as gzip members of

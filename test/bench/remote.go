@@ -256,27 +256,53 @@ func (b *bench) newRemoteBench() (*remoteBench, func(), error) {
 // outputPairs spools remoteOutBytes of remote output through the helper
 // and sends the same through the ControlMaster into a file, remoteOutRuns
 // times in turn after one unmeasured pair, and returns the MB/s of each.
+//
+// It also prints the CPU time per MiB of each side's client process, the
+// helper and the ControlMaster's ssh: a figure the machine's load changes
+// far less than the rates.
 func (rb *remoteBench) outputPairs(ctx context.Context, s *session) (outHelper, outSSH []float64, err error) {
 	progress("remote: %d x (%d MiB of output into the spool, through the ControlMaster into a file), after one of each unmeasured", remoteOutRuns, remoteOutBytes/mib)
+	masterPid := rb.masterPid(ctx)
+	var cpuHelper, cpuSSH int64
+	ticks := func(pid int) int64 {
+		if pid <= 0 {
+			return 0
+		}
+		n, _ := cpuTicks(pid)
+		return n
+	}
+	defer func() {
+		if err == nil && masterPid > 0 {
+			perMiB := func(t int64) float64 {
+				return float64(t) * 1000 / clockTicks / float64(remoteOutRuns*remoteOutBytes/mib)
+			}
+			fmt.Printf("remote output: client CPU per MiB, helper %.2f ms, ControlMaster ssh %.2f ms\n", perMiB(cpuHelper), perMiB(cpuSSH))
+		}
+	}()
 	// The first pair writes into page cache the machine has not touched
 	// yet, which on a virtual machine costs both sides several times what
 	// later pairs pay: it warms, unmeasured.
 	for i := range remoteOutRuns + 1 {
+		c0 := ticks(s.h.pid())
 		t0 := time.Now()
 		o, err := s.startWait(ctx, producer(remoteOutBytes), rb.cwd)
 		if err != nil {
 			return nil, nil, err
 		}
 		d := time.Since(t0)
+		c1 := ticks(s.h.pid())
 		if o.Facts.OutputBytes != remoteOutBytes {
 			return nil, nil, fmt.Errorf("spooled %d bytes, want %d", o.Facts.OutputBytes, remoteOutBytes)
 		}
 		removeAndSync(s.spoolPath(o.Facts.ExecutionID))
+		m0 := ticks(masterPid)
 		dSSH, err := rb.sshToFile(ctx, producer(remoteOutBytes))
 		if err != nil {
 			return nil, nil, err
 		}
 		if i > 0 {
+			cpuHelper += c1 - c0
+			cpuSSH += ticks(masterPid) - m0
 			outHelper = append(outHelper, mbps(remoteOutBytes, d))
 			outSSH = append(outSSH, mbps(remoteOutBytes, dSSH))
 		}
@@ -342,6 +368,17 @@ type remoteBench struct {
 	cwd    string   // the TRAMP name the helper runs in
 	ssh    []string // ssh options for the fixture, fresh connections
 	master []string // the same through a ControlMaster
+}
+
+// masterPid is the ControlMaster's pid, or 0 when ssh does not say.
+func (rb *remoteBench) masterPid(ctx context.Context) int {
+	out, _ := exec.CommandContext(ctx, "ssh", append(rb.master, "-O", "check", sshd.Alias)...).CombinedOutput()
+	_, rest, ok := strings.Cut(string(out), "pid=")
+	if !ok {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimRight(strings.Fields(rest)[0], ")"))
+	return pid
 }
 
 // sshRun times one `ssh OPTIONS testhost true`.
