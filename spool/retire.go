@@ -2,7 +2,6 @@ package spool
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -317,7 +316,7 @@ func (w *writeback) Write(b []byte) (int, error) {
 
 // compressLog writes the first size bytes of raw to dst as gzip members of
 // memberBytes input each, compressing on the crew's goroutines and writing
-// in order, and returns their index (with the content's SHA-256) and each
+// in order, and returns their index and each
 // member's CRC-32 as written. Each worker inflates the member it made and
 // compares it byte for byte with the raw bytes it came from, so a member
 // that would not give back exactly its input is never written.
@@ -325,7 +324,6 @@ func compressLog(raw io.ReaderAt, size int64, dst io.Writer, memberBytes int, c 
 	n := int((size + int64(memberBytes) - 1) / int64(memberBytes))
 	x := &gzIndex{size: size, members: make([]member, 0, n)}
 	crcs := make([]uint32, 0, n)
-	h := sha256.New()
 	zrs := make([]*gzip.Reader, c.n)
 	brs := make([]*bytes.Reader, c.n)
 
@@ -367,7 +365,6 @@ func compressLog(raw io.ReaderAt, size int64, dst io.Writer, memberBytes int, c 
 		return chunk{in, out, crc32.ChecksumIEEE(out.Bytes())}, nil
 	}
 	consume := func(i int, c chunk) error {
-		h.Write(c.in)
 		x.members = append(x.members, member{comp: x.compSize, logical: int64(i) * int64(memberBytes)})
 		crcs = append(crcs, c.crc)
 		if _, err := dst.Write(c.out.Bytes()); err != nil {
@@ -381,7 +378,6 @@ func compressLog(raw io.ReaderAt, size int64, dst io.Writer, memberBytes int, c 
 	if err := inOrder(n, c, work, consume); err != nil {
 		return nil, nil, err
 	}
-	h.Sum(x.sum[:0])
 	return x, crcs, nil
 }
 

@@ -2,9 +2,13 @@ package spool
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -580,5 +584,54 @@ func TestMemberCheckRejects(t *testing.T) {
 		if err := inflatesTo(zr, br, tc.comp, tc.want); err == nil {
 			t.Errorf("%s: accepted", tc.name)
 		}
+	}
+}
+
+// TestVersionOneIndexStillRead: an index an earlier helper wrote (version
+// 1, with the log's SHA-256 before the member count) is still used, not
+// rebuilt, and the log reads whole through it.
+func TestVersionOneIndexStillRead(t *testing.T) {
+	t.Parallel()
+	d := newDir(t)
+	data := buildLog(37, 3<<20+123)
+	name := putLog(t, d, "exec-o-000001", data)
+	mustRetire(t, d, name, RetireOptions{})
+	p := d.paths(name)
+	b, err := os.ReadFile(p.gzi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same index as version 1 wrote it.
+	sum := sha256.Sum256(data)
+	old := append([]byte{}, b[:7]...)
+	old = append(old, 1)
+	old = append(old, b[8:24]...)
+	old = append(old, sum[:]...)
+	old = append(old, b[24:len(b)-4]...)
+	old = binary.LittleEndian.AppendUint32(old, crc32.ChecksumIEEE(old))
+	if err := os.WriteFile(p.gzi, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := d.Stat(name)
+	if err != nil || st.Unindexed || st.Size != int64(len(data)) || !st.Retired {
+		t.Fatalf("Stat = %+v, %v; want an indexed retired log of %d bytes", st, err, len(data))
+	}
+	v, err := d.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	got, err := io.ReadAll(v.Reader())
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read %d bytes (%v), want the log's %d", len(got), err, len(data))
+	}
+	// A version this build does not know is rebuilt from the members.
+	old[7] = 9
+	old = binary.LittleEndian.AppendUint32(old[:len(old)-4], crc32.ChecksumIEEE(old[:len(old)-4]))
+	if err := os.WriteFile(p.gzi, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := d.Stat(name); err != nil || !st.Unindexed {
+		t.Fatalf("Stat with an unknown index version = %+v, %v; want unindexed", st, err)
 	}
 }
