@@ -247,6 +247,13 @@ probe:
 	e.settle(&exit, cause)
 }
 
+// chunkReader is an output that hands out its own buffers (the host
+// agent's frames): copyOutput spools them without copying each into its
+// own buffer first. A chunk is valid until the next ReadChunk.
+type chunkReader interface {
+	ReadChunk() ([]byte, error)
+}
+
 // copyOutput spools the merged output until EOF. Past the cap or on a
 // write error it asks for a stop and keeps draining, so the child never
 // blocks on a full pipe while it is being stopped.
@@ -263,10 +270,19 @@ func (e *Execution) copyOutput(r io.Reader) {
 	announced.Store(-int64(changedEvery))
 	var owed atomic.Bool
 	var trailing *time.Timer // left to fire after EOF: what it owes is still news
+	cr, _ := r.(chunkReader)
 	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			if _, werr := e.sp.Write(buf[:n]); werr != nil {
+		var b []byte
+		var err error
+		if cr != nil {
+			b, err = cr.ReadChunk()
+		} else {
+			var n int
+			n, err = r.Read(buf)
+			b = buf[:n]
+		}
+		if n := len(b); n > 0 {
+			if _, werr := e.sp.Write(b); werr != nil {
 				if errors.Is(werr, spool.ErrLimit) {
 					e.cancel(&stopCause{term: OutputLimit, reason: fmt.Sprintf("output exceeded the limit of %d bytes", e.s.limits.OutputLimitBytes)})
 				} else {
@@ -274,10 +290,10 @@ func (e *Execution) copyOutput(r io.Reader) {
 				}
 			}
 			if e.monitor != nil {
-				e.monitor.feed(buf[:n])
+				e.monitor.feed(b)
 			}
 			if e.ready != nil {
-				e.ready.feed(e, buf[:n])
+				e.ready.feed(e, b)
 			}
 			e.changed()
 			// A panel shows output sizes from exec/changed; once a second
@@ -305,7 +321,7 @@ func (e *Execution) copyOutput(r io.Reader) {
 				}
 			}
 		}
-		if n == len(buf) && len(buf) < copyMax {
+		if cr == nil && len(b) == len(buf) && len(buf) < copyMax {
 			buf = make([]byte, 2*len(buf))
 		}
 		if err != nil {

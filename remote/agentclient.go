@@ -314,6 +314,7 @@ type agentProcess struct {
 	off      int        // guarded by mu; what was read of chunks[0]
 	eof      bool       // guarded by mu
 	consumed int        // guarded by mu; read since the last credit
+	lent     []byte     // guarded by mu; the chunk ReadChunk handed out last
 	closed   bool       // guarded by mu; CloseOutput was called
 
 	lost        atomic.Pointer[Group] // the group by identity, once the channel is gone
@@ -396,16 +397,54 @@ func (r agentOutput) Read(b []byte) (int, error) {
 			ap.off = 0
 		}
 	}
+	grant := ap.consumedLocked(n)
+	ap.mu.Unlock()
+	ap.grant(grant)
+	return n, nil
+}
+
+// ReadChunk is Read without its copy, for the output's one reader (the
+// spool's copier): it returns the rest of the next output frame itself,
+// which stays valid until the next call gives it back to the pool.
+func (r agentOutput) ReadChunk() ([]byte, error) {
+	ap := r.ap
+	ap.mu.Lock()
+	if ap.lent != nil {
+		agent.Release(ap.lent)
+		ap.lent = nil
+	}
+	for len(ap.chunks) == 0 && !ap.eof && !ap.closed {
+		ap.cond.Wait()
+	}
+	if len(ap.chunks) == 0 || ap.closed {
+		ap.mu.Unlock()
+		return nil, io.EOF
+	}
+	b := ap.chunks[0][ap.off:]
+	ap.lent = ap.chunks[0]
+	ap.chunks[0] = nil
+	ap.chunks, ap.off = ap.chunks[1:], 0
+	grant := ap.consumedLocked(len(b))
+	ap.mu.Unlock()
+	ap.grant(grant)
+	return b, nil
+}
+
+// consumedLocked counts n bytes taken and returns the credit to grant
+// the agent now (0: not yet, until a quarter of the window is taken).
+func (ap *agentProcess) consumedLocked(n int) int {
 	ap.consumed += n
 	grant := 0
 	if ap.consumed >= agent.Window/4 {
 		grant, ap.consumed = ap.consumed, 0
 	}
-	ap.mu.Unlock()
-	if grant > 0 {
-		_ = ap.cl.w.Write(agent.MsgCredit, ap.id, agent.Credit(uint32(grant)))
+	return grant
+}
+
+func (ap *agentProcess) grant(n int) {
+	if n > 0 {
+		_ = ap.cl.w.Write(agent.MsgCredit, ap.id, agent.Credit(uint32(n)))
 	}
-	return n, nil
 }
 
 func (ap *agentProcess) Wait() (process.Exit, error) {

@@ -21,23 +21,29 @@ import (
 // where each member starts:
 //
 //	offset  size  field
-//	0       8     magic "MVGZI\x00\x00\x01" (the last byte is the version)
+//	0       8     magic "MVGZI\x00\x00\x02" (the last byte is the version)
 //	8       8     logical (uncompressed) size
 //	16      8     size of the .gz file
-//	24      32    SHA-256 of the logical content
-//	56      4     member count N
-//	60      16*N  per member: compressed offset, logical offset
-//	60+16N  4     CRC-32 (IEEE) of all the bytes before it
+//	24      4     member count N
+//	28      16*N  per member: compressed offset, logical offset
+//	28+16N  4     CRC-32 (IEEE) of all the bytes before it
+//
+// Version 1, written before, held the SHA-256 of the logical content
+// (32 bytes) before the member count; it is still read, and the hash
+// ignored: nothing checks a log against it once it is retired.
 //
 // All integers are little-endian. The index is only an accelerator: when it
 // is missing or does not match the .gz file, readers rebuild it in memory
 // by scanning the members, so nothing is lost with it. That scan stops at
 // MaxRetireBytes (no retired log is larger), and Stat's at statScanBytes.
 
-var gziMagic = [8]byte{'M', 'V', 'G', 'Z', 'I', 0, 0, 1}
+var gziMagic = [8]byte{'M', 'V', 'G', 'Z', 'I', 0, 0, 2}
+
+// gziHeaders is the header size by version.
+var gziHeaders = map[byte]int{1: 60, 2: 28}
 
 const (
-	gziHeader = 60
+	gziHeader = 28
 	// maxIndexBytes bounds what is read as an index: far more members than
 	// a MaxRetireBytes log can have at any member size worth using.
 	maxIndexBytes = 1 << 20
@@ -56,7 +62,6 @@ type member struct {
 type gzIndex struct {
 	size     int64 // logical bytes
 	compSize int64 // .gz bytes
-	sum      [32]byte
 	members  []member
 }
 
@@ -65,7 +70,6 @@ func (x *gzIndex) encode() []byte {
 	b = append(b, gziMagic[:]...)
 	b = binary.LittleEndian.AppendUint64(b, uint64(x.size))
 	b = binary.LittleEndian.AppendUint64(b, uint64(x.compSize))
-	b = append(b, x.sum[:]...)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(x.members)))
 	for _, m := range x.members {
 		b = binary.LittleEndian.AppendUint64(b, uint64(m.comp))
@@ -77,7 +81,11 @@ func (x *gzIndex) encode() []byte {
 var errBadIndex = errors.New("malformed index")
 
 func decodeIndex(b []byte) (*gzIndex, error) {
-	if len(b) < gziHeader+4 || !bytes.Equal(b[:8], gziMagic[:]) {
+	if len(b) < 8 || !bytes.Equal(b[:7], gziMagic[:7]) {
+		return nil, errBadIndex
+	}
+	header, ok := gziHeaders[b[7]]
+	if !ok || len(b) < header+4 {
 		return nil, errBadIndex
 	}
 	body := b[:len(b)-4]
@@ -88,14 +96,13 @@ func decodeIndex(b []byte) (*gzIndex, error) {
 		size:     int64(binary.LittleEndian.Uint64(b[8:])),
 		compSize: int64(binary.LittleEndian.Uint64(b[16:])),
 	}
-	copy(x.sum[:], b[24:56])
-	n := binary.LittleEndian.Uint32(b[56:])
-	if uint64(len(body)-gziHeader) != 16*uint64(n) {
+	n := binary.LittleEndian.Uint32(b[header-4:])
+	if uint64(len(body)-header) != 16*uint64(n) {
 		return nil, errBadIndex
 	}
 	x.members = make([]member, n)
 	for i := range x.members {
-		o := gziHeader + 16*i
+		o := header + 16*i
 		x.members[i] = member{
 			comp:    int64(binary.LittleEndian.Uint64(body[o:])),
 			logical: int64(binary.LittleEndian.Uint64(body[o+8:])),

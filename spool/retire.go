@@ -2,9 +2,9 @@ package spool
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
@@ -68,8 +68,10 @@ type RetireResult struct {
 // The log is compressed at gzip level 1 as independent members of
 // MemberBytes of input each (in parallel) into <id>.log.gz.tmp, which is
 // kept only when it saves at least a third of the raw size (so random-looking
-// output, base64 included, stays raw) and when inflating it back gives the
-// raw length and SHA-256. Then the index <id>.log.gzi and the .gz take their
+// output, base64 included, stays raw). Each member is inflated and compared
+// byte for byte with its raw bytes before it is written, and the synced
+// file is read back and must hold exactly the members written (length and
+// each member's CRC-32). Then the index <id>.log.gzi and the .gz take their
 // places and the raw file is removed, or, while a reader holds a lease on
 // the log, left for the last lease's release to remove. Any failure keeps
 // the raw file and removes the temporary files; a failed verification is a
@@ -162,7 +164,7 @@ func (d *Dir) Retire(name string, opts RetireOptions) (RetireResult, error) {
 	}()
 
 	c := crew{n: workers, low: opts.Background}
-	x, err := compressLog(raw, st.Size, tmp, memberBytes, c)
+	x, crcs, err := compressLog(raw, st.Size, &writeback{f: tmp}, memberBytes, c)
 	if err != nil {
 		return res, fault.New(fault.IO, "spool: retire %s: %w; raw kept", name, err)
 	}
@@ -179,12 +181,14 @@ func (d *Dir) Retire(name string, opts RetireOptions) (RetireResult, error) {
 	// The copy carries the log's time, for whatever ages logs by it
 	// (best effort: a copy with a new time loses nothing).
 	unix.UtimesNanoAt(dir.fd, tmpFile, []unix.Timespec{{Nsec: unix.UTIME_OMIT}, st.Mtim}, unix.AT_SYMLINK_NOFOLLOW)
-	// Flush the copy while verifying it: verification reads it back
-	// through the page cache on its own descriptor.
-	synced := make(chan error, 1)
+	// Flush the copy, and write and flush the index, while verifying the
+	// copy: verification reads it back through the page cache on its own
+	// descriptor, and the three wait on different things.
+	synced, indexed := make(chan error, 1), make(chan error, 1)
 	go func(f *os.File) { synced <- f.Sync() }(tmp)
-	verr := d.verify(dir, tmpFile, x, c)
-	serr := <-synced
+	go func() { indexed <- writeFileSync(dir, gziTmpFile, idx) }()
+	verr := d.verify(dir, tmpFile, x, crcs)
+	serr, ierr := <-synced, <-indexed
 	cerr := tmp.Close()
 	tmp = nil
 	switch {
@@ -194,12 +198,11 @@ func (d *Dir) Retire(name string, opts RetireOptions) (RetireResult, error) {
 		return res, ioErr("sync", p.tmp, serr)
 	case cerr != nil:
 		return res, ioErr("close", p.tmp, cerr)
+	case ierr != nil:
+		return res, ierr
 	}
 	if err := stillSame(raw, dir, rawFile, st); err != nil {
 		return res, fault.New(fault.IO, "spool: retire %s: %w; raw kept", name, err)
-	}
-	if err := writeFileSync(dir, gziTmpFile, idx); err != nil {
-		return res, err
 	}
 	if err := dir.rename(gziTmpFile, gziFile); err != nil {
 		return res, err
@@ -235,7 +238,7 @@ func (d *Dir) Retire(name string, opts RetireOptions) (RetireResult, error) {
 }
 
 // verify runs the test hook, if any, then verifyLog on the file tmp of dir.
-func (d *Dir) verify(dir *execDir, tmp string, x *gzIndex, c crew) error {
+func (d *Dir) verify(dir *execDir, tmp string, x *gzIndex, crcs []uint32) error {
 	if d.beforeVerify != nil {
 		if err := d.beforeVerify(filepath.Join(d.execDir, tmp)); err != nil {
 			return err
@@ -246,7 +249,7 @@ func (d *Dir) verify(dir *execDir, tmp string, x *gzIndex, c crew) error {
 		return err
 	}
 	defer f.Close()
-	return verifyLog(f, st.Size, x, c)
+	return verifyLog(f, st.Size, x, crcs)
 }
 
 // stillSame checks that the raw file (open as f, named raw in dir) was not
@@ -285,17 +288,49 @@ func writeFileSync(dir *execDir, name string, b []byte) error {
 	return nil
 }
 
+// writebackEvery is how much of the compressed copy is written before the
+// kernel is asked to start writing it to disk.
+const writebackEvery = 2 << 20
+
+// writeback writes to f and starts the kernel writing f's pages to disk
+// every writebackEvery bytes (sync_file_range, which does not wait), so
+// the fsync at the end waits for the last pages only.
+type writeback struct {
+	f            *os.File
+	off, started int64
+}
+
+func (w *writeback) Write(b []byte) (int, error) {
+	n, err := w.f.Write(b)
+	w.off += int64(n)
+	if w.off-w.started >= writebackEvery {
+		if rc, cerr := w.f.SyscallConn(); cerr == nil {
+			_ = rc.Control(func(fd uintptr) {
+				_ = unix.SyncFileRange(int(fd), w.started, w.off-w.started, unix.SYNC_FILE_RANGE_WRITE)
+			})
+		}
+		w.started = w.off
+	}
+	return n, err
+}
+
 // compressLog writes the first size bytes of raw to dst as gzip members of
 // memberBytes input each, compressing on the crew's goroutines and writing
-// in order, and returns their index (with the content's SHA-256).
-func compressLog(raw io.ReaderAt, size int64, dst io.Writer, memberBytes int, c crew) (*gzIndex, error) {
+// in order, and returns their index and each
+// member's CRC-32 as written. Each worker inflates the member it made and
+// compares it byte for byte with the raw bytes it came from, so a member
+// that would not give back exactly its input is never written.
+func compressLog(raw io.ReaderAt, size int64, dst io.Writer, memberBytes int, c crew) (*gzIndex, []uint32, error) {
 	n := int((size + int64(memberBytes) - 1) / int64(memberBytes))
 	x := &gzIndex{size: size, members: make([]member, 0, n)}
-	h := sha256.New()
+	crcs := make([]uint32, 0, n)
+	zrs := make([]*gzip.Reader, c.n)
+	brs := make([]*bytes.Reader, c.n)
 
 	type chunk struct {
 		in  []byte
 		out *bytes.Buffer
+		crc uint32
 	}
 	work := func(w, i int) (chunk, error) {
 		off := int64(i) * int64(memberBytes)
@@ -316,16 +351,22 @@ func compressLog(raw io.ReaderAt, size int64, dst io.Writer, memberBytes int, c 
 		if err == nil {
 			err = zw.Close()
 		}
+		if err == nil {
+			if brs[w] == nil {
+				brs[w], zrs[w] = new(bytes.Reader), new(gzip.Reader)
+			}
+			err = inflatesTo(zrs[w], brs[w], out.Bytes(), in)
+		}
 		if err != nil {
 			putBuf(in)
 			buffers.Put(out)
-			return chunk{}, err
+			return chunk{}, fmt.Errorf("member %d: %w", i, err)
 		}
-		return chunk{in, out}, nil
+		return chunk{in, out, crc32.ChecksumIEEE(out.Bytes())}, nil
 	}
 	consume := func(i int, c chunk) error {
-		h.Write(c.in)
 		x.members = append(x.members, member{comp: x.compSize, logical: int64(i) * int64(memberBytes)})
+		crcs = append(crcs, c.crc)
 		if _, err := dst.Write(c.out.Bytes()); err != nil {
 			return err
 		}
@@ -335,92 +376,72 @@ func compressLog(raw io.ReaderAt, size int64, dst io.Writer, memberBytes int, c 
 		return nil
 	}
 	if err := inOrder(n, c, work, consume); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	h.Sum(x.sum[:0])
-	return x, nil
+	return x, crcs, nil
 }
 
-// verifyLog inflates the compressed file f (of size bytes) member by
-// member (on workers goroutines, hashing in order) and checks that it is exactly the
-// members of x, end to end, and gives x.size bytes with SHA-256 x.sum. Each
-// member must end exactly where the next begins, so any gzip reader sees
-// the same bytes.
-func verifyLog(f *os.File, size int64, x *gzIndex, c crew) error {
-	workers := c.n
+// inflatesTo checks that comp is exactly one gzip member that inflates to
+// want: the same bytes, its trailer (CRC-32 and length) sound, and nothing
+// after it, so any gzip reader sees the same bytes.
+func inflatesTo(zr *gzip.Reader, br *bytes.Reader, comp, want []byte) error {
+	br.Reset(comp)
+	if err := zr.Reset(br); err != nil {
+		return err
+	}
+	zr.Multistream(false)
+	got := getBuf(int64(len(want)))
+	defer putBuf(got)
+	if _, err := io.ReadFull(zr, got); err != nil {
+		return err
+	}
+	// The member must end here: this read checks its trailer and finds
+	// no more data.
+	var one [1]byte
+	if n, err := zr.Read(one[:]); n != 0 || err != io.EOF {
+		if err == nil || err == io.EOF {
+			err = errors.New("inflates to more than its input")
+		}
+		return err
+	}
+	if br.Len() != 0 {
+		return fmt.Errorf("%d stray bytes after it", br.Len())
+	}
+	if !bytes.Equal(got, want) {
+		return errors.New("inflates to other bytes than its input")
+	}
+	return nil
+}
+
+// verifyLog reads the compressed file f (of size bytes) back and checks
+// that it holds exactly the members of x as they were written: the members
+// tile the file end to end and each has the CRC-32 its writer computed.
+// (Each member was inflated and compared with the raw bytes before it was
+// written.)
+func verifyLog(f *os.File, size int64, x *gzIndex, crcs []uint32) error {
 	if size != x.compSize {
 		return fmt.Errorf("compressed file is %d bytes, %d were written", size, x.compSize)
 	}
-	if err := x.check(); err != nil || (len(x.members) > 0 && x.members[0].comp != 0) {
+	if err := x.check(); err != nil || (len(x.members) > 0 && x.members[0].comp != 0) || len(crcs) != len(x.members) {
 		return errors.New("members do not tile the file")
 	}
-	zrs := make([]*gzip.Reader, workers)
-	brs := make([]*bytes.Reader, workers)
-	h := sha256.New()
-	var total int64
-
-	type chunk struct{ comp, out []byte }
-	work := func(w, i int) (chunk, error) {
-		compFrom, compTo, from, to := x.span(i)
-		comp := getBuf(compTo - compFrom)
-		if _, err := f.ReadAt(comp, compFrom); err != nil {
-			putBuf(comp)
-			return chunk{}, fmt.Errorf("member %d: %w", i, err)
+	var buf []byte
+	for i := range x.members {
+		compFrom, compTo, _, _ := x.span(i)
+		if buf == nil {
+			buf = getBuf(compTo - compFrom)
+			defer func() { putBuf(buf) }()
 		}
-		out := getBuf(to - from)
-		fail := func(err error) (chunk, error) {
-			putBuf(comp)
-			putBuf(out)
-			return chunk{}, fmt.Errorf("member %d: %w", i, err)
+		if int64(cap(buf)) < compTo-compFrom {
+			buf = make([]byte, compTo-compFrom)
 		}
-		if brs[w] == nil {
-			brs[w] = new(bytes.Reader)
+		b := buf[:compTo-compFrom]
+		if _, err := f.ReadAt(b, compFrom); err != nil {
+			return fmt.Errorf("member %d: %w", i, err)
 		}
-		br := brs[w]
-		br.Reset(comp)
-		zr := zrs[w]
-		if zr == nil {
-			zr = new(gzip.Reader)
-			zrs[w] = zr
+		if crc32.ChecksumIEEE(b) != crcs[i] {
+			return fmt.Errorf("member %d: reads back other bytes than were written", i)
 		}
-		if err := zr.Reset(br); err != nil {
-			return fail(err)
-		}
-		zr.Multistream(false)
-		if _, err := io.ReadFull(zr, out); err != nil {
-			return fail(err)
-		}
-		// The member must end here: this read checks its trailer (CRC-32
-		// and length) and finds no more data.
-		var one [1]byte
-		if n, err := zr.Read(one[:]); n != 0 || err != io.EOF {
-			if err == nil || err == io.EOF {
-				err = errors.New("inflates to more than indexed")
-			}
-			return fail(err)
-		}
-		if br.Len() != 0 {
-			return fail(fmt.Errorf("%d stray bytes after it", br.Len()))
-		}
-		return chunk{comp, out}, nil
-	}
-	consume := func(_ int, c chunk) error {
-		h.Write(c.out)
-		total += int64(len(c.out))
-		putBuf(c.comp)
-		putBuf(c.out)
-		return nil
-	}
-	if err := inOrder(len(x.members), c, work, consume); err != nil {
-		return err
-	}
-	var sum [32]byte
-	h.Sum(sum[:0])
-	if total != x.size {
-		return fmt.Errorf("inflates to %d bytes, the raw log has %d", total, x.size)
-	}
-	if sum != x.sum {
-		return errors.New("SHA-256 of the inflated content differs from the raw log's")
 	}
 	return nil
 }

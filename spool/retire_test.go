@@ -2,9 +2,13 @@ package spool
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -14,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
 )
@@ -537,4 +543,95 @@ func TestRetireAfterInterruption(t *testing.T) {
 		t.Fatalf("%d members, want the 2 of the last retirement", len(v.idx.members))
 	}
 	checkView(t, v, data)
+}
+
+// TestMemberCheckRejects: the check each compressing goroutine makes before
+// a member is written refuses a member that inflates to other bytes, to
+// fewer or more bytes, or carries anything after its trailer.
+func TestMemberCheckRejects(t *testing.T) {
+	t.Parallel()
+	in := buildLog(31, 100<<10)
+	var comp bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&comp, gzip.BestSpeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zw.Write(in); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	zr, br := new(gzip.Reader), new(bytes.Reader)
+	if err := inflatesTo(zr, br, comp.Bytes(), in); err != nil {
+		t.Fatalf("a sound member: %v", err)
+	}
+	other := bytes.Clone(in)
+	other[len(other)/2] ^= 1
+	flipped := bytes.Clone(comp.Bytes())
+	flipped[len(flipped)/2] ^= 0xff
+	for _, tc := range []struct {
+		name       string
+		comp, want []byte
+	}{
+		{"other bytes", comp.Bytes(), other},
+		{"longer input", comp.Bytes(), append(bytes.Clone(in), 'x')},
+		{"shorter input", comp.Bytes(), in[:len(in)-1]},
+		{"stray bytes", append(bytes.Clone(comp.Bytes()), "junk"...), in},
+		{"damaged data", flipped, in},
+		{"cut short", comp.Bytes()[:comp.Len()-3], in},
+	} {
+		if err := inflatesTo(zr, br, tc.comp, tc.want); err == nil {
+			t.Errorf("%s: accepted", tc.name)
+		}
+	}
+}
+
+// TestVersionOneIndexStillRead: an index an earlier helper wrote (version
+// 1, with the log's SHA-256 before the member count) is still used, not
+// rebuilt, and the log reads whole through it.
+func TestVersionOneIndexStillRead(t *testing.T) {
+	t.Parallel()
+	d := newDir(t)
+	data := buildLog(37, 3<<20+123)
+	name := putLog(t, d, "exec-o-000001", data)
+	mustRetire(t, d, name, RetireOptions{})
+	p := d.paths(name)
+	b, err := os.ReadFile(p.gzi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same index as version 1 wrote it.
+	sum := sha256.Sum256(data)
+	old := append([]byte{}, b[:7]...)
+	old = append(old, 1)
+	old = append(old, b[8:24]...)
+	old = append(old, sum[:]...)
+	old = append(old, b[24:len(b)-4]...)
+	old = binary.LittleEndian.AppendUint32(old, crc32.ChecksumIEEE(old))
+	if err := os.WriteFile(p.gzi, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := d.Stat(name)
+	if err != nil || st.Unindexed || st.Size != int64(len(data)) || !st.Retired {
+		t.Fatalf("Stat = %+v, %v; want an indexed retired log of %d bytes", st, err, len(data))
+	}
+	v, err := d.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	got, err := io.ReadAll(v.Reader())
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read %d bytes (%v), want the log's %d", len(got), err, len(data))
+	}
+	// A version this build does not know is rebuilt from the members.
+	old[7] = 9
+	old = binary.LittleEndian.AppendUint32(old[:len(old)-4], crc32.ChecksumIEEE(old[:len(old)-4]))
+	if err := os.WriteFile(p.gzi, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := d.Stat(name); err != nil || !st.Unindexed {
+		t.Fatalf("Stat with an unknown index version = %+v, %v; want unindexed", st, err)
+	}
 }

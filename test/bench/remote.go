@@ -40,30 +40,12 @@ func (b *bench) remote(ctx context.Context) ([]row, error) {
 	if n, err := freeBytes(b.work); err == nil && n < 2*remoteOutBytes+diskMargin {
 		return nil, fmt.Errorf("remote: only %.2f GiB free in %s", float64(n)/gib, b.work)
 	}
-	dir, err := os.MkdirTemp(b.work, "sshd-")
+	rb, stop, err := b.newRemoteBench()
 	if err != nil {
 		return nil, err
 	}
-	progress("remote: starting a private sshd")
-	srv, err := sshd.Launch(dir)
-	if err != nil {
-		return nil, fmt.Errorf("remote: %w", err)
-	}
-	defer srv.Stop()
-	rb := &remoteBench{bench: b, srv: srv, cwd: "/ssh:" + sshd.Alias + ":" + dir}
-	rb.ssh = []string{
-		"-F", filepath.Join(srv.Home, ".ssh", "config"),
-		"-o", "UserKnownHostsFile=" + srv.KnownHostsPath(),
-		"-o", "StrictHostKeyChecking=yes",
-		"-o", "BatchMode=yes",
-	}
-	rb.master = append(rb.ssh[:len(rb.ssh):len(rb.ssh)],
-		"-o", "ControlMaster=auto",
-		"-o", "ControlPath="+filepath.Join(dir, "cm-%C"),
-		"-o", "ControlPersist=300")
-	defer func() {
-		_ = exec.Command("ssh", append(rb.master, "-O", "exit", sshd.Alias)...).Run()
-	}()
+	defer stop()
+	dir := rb.dir
 
 	// Both modes, one after the other: the host agent (the default) and
 	// the wrapper (forced); the targets are the agent's.
@@ -85,7 +67,7 @@ func (b *bench) remote(ctx context.Context) ([]row, error) {
 		var helperPaced, helperBurst, local, master, masterBurst, fresh []time.Duration
 		var toStart, toEnd []time.Duration
 		var outHelper, outSSH []float64
-		err = b.withHelper(ctx, srv.Home, func(h *helper, s *session) error {
+		err = b.withHelper(ctx, rb.srv.Home, func(h *helper, s *session) error {
 			progress("remote: warm-up (dial, login environment, control shell, ControlMaster)")
 			for range remoteWarmups {
 				if _, err := s.startWait(ctx, "true", rb.cwd); err != nil {
@@ -147,29 +129,9 @@ func (b *bench) remote(ctx context.Context) ([]row, error) {
 				}
 				masterBurst = append(masterBurst, d)
 			}
-			progress("remote: %d x (%d MiB of output into the spool, through the ControlMaster into a file), after one of each unmeasured", remoteOutRuns, remoteOutBytes/mib)
-			// The first pair writes into page cache the machine has not
-			// touched yet, which on a virtual machine costs both sides
-			// several times what later pairs pay: it warms, unmeasured.
-			for i := range remoteOutRuns + 1 {
-				t0 := time.Now()
-				o, err := s.startWait(ctx, producer(remoteOutBytes), rb.cwd)
-				if err != nil {
-					return err
-				}
-				d := time.Since(t0)
-				if o.Facts.OutputBytes != remoteOutBytes {
-					return fmt.Errorf("spooled %d bytes, want %d", o.Facts.OutputBytes, remoteOutBytes)
-				}
-				removeAndSync(s.spoolPath(o.Facts.ExecutionID))
-				dSSH, err := rb.sshToFile(ctx, producer(remoteOutBytes))
-				if err != nil {
-					return err
-				}
-				if i > 0 {
-					outHelper = append(outHelper, mbps(remoteOutBytes, d))
-					outSSH = append(outSSH, mbps(remoteOutBytes, dSSH))
-				}
+			outHelper, outSSH, err = rb.outputPairs(ctx, s)
+			if err != nil {
+				return err
 			}
 			return nil
 		})
@@ -200,7 +162,6 @@ func (b *bench) remote(ctx context.Context) ([]row, error) {
 		if len(toStart) > 0 {
 			fmt.Printf("  on the host, by facts (ms resolution), medians: queued->started %s, started->ended %s\n", ms(median(toStart)), ms(median(toEnd)))
 		}
-		fmt.Printf("remote output: helper %s MB/s; ssh to a file %s MB/s\n", joinFloats(outHelper), joinFloats(outSSH))
 
 		ratio := func(a, b time.Duration) string { return fmt.Sprintf("%.3f", a.Seconds()/b.Seconds()) }
 		paced := fmt.Sprintf("n=%d, %v apart", remoteRuns, remotePace)
@@ -245,14 +206,7 @@ func (b *bench) remote(ctx context.Context) ([]row, error) {
 				target:   "-",
 				result:   "-",
 			},
-			{
-				measure:  mode + fmt.Sprintf(": remote output into the spool, %d MiB, median of %d", remoteOutBytes/mib, remoteOutRuns),
-				helper:   fmt.Sprintf("%.0f MB/s", medianFloat(outHelper)),
-				baseline: fmt.Sprintf("%.0f MB/s (ssh, ControlMaster, > file)", medianFloat(outSSH)),
-				ratio:    fmt.Sprintf("%.3f", medianFloat(outHelper)/medianFloat(outSSH)),
-				target:   target(">= 1x ControlMaster"),
-				result:   check(medianFloat(outHelper) >= medianFloat(outSSH)),
-			},
+			outputRow(mode, outHelper, outSSH, mode == "agent"),
 		}, nil
 	}
 	var rows []row
@@ -266,12 +220,165 @@ func (b *bench) remote(ctx context.Context) ([]row, error) {
 	return rows, nil
 }
 
+// newRemoteBench launches the private sshd with a ControlMaster's
+// options beside the plain ones; stop ends the master and the sshd.
+func (b *bench) newRemoteBench() (*remoteBench, func(), error) {
+	if n, err := freeBytes(b.work); err == nil && n < 2*remoteOutBytes+diskMargin {
+		return nil, nil, fmt.Errorf("remote: only %.2f GiB free in %s", float64(n)/gib, b.work)
+	}
+	dir, err := os.MkdirTemp(b.work, "sshd-")
+	if err != nil {
+		return nil, nil, err
+	}
+	progress("remote: starting a private sshd")
+	srv, err := sshd.Launch(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("remote: %w", err)
+	}
+	rb := &remoteBench{bench: b, srv: srv, dir: dir, cwd: "/ssh:" + sshd.Alias + ":" + dir}
+	rb.ssh = []string{
+		"-F", filepath.Join(srv.Home, ".ssh", "config"),
+		"-o", "UserKnownHostsFile=" + srv.KnownHostsPath(),
+		"-o", "StrictHostKeyChecking=yes",
+		"-o", "BatchMode=yes",
+	}
+	rb.master = append(rb.ssh[:len(rb.ssh):len(rb.ssh)],
+		"-o", "ControlMaster=auto",
+		"-o", "ControlPath="+filepath.Join(dir, "cm-%C"),
+		"-o", "ControlPersist=300")
+	stop := func() {
+		_ = exec.Command("ssh", append(rb.master, "-O", "exit", sshd.Alias)...).Run()
+		srv.Stop()
+	}
+	return rb, stop, nil
+}
+
+// outputPairs spools remoteOutBytes of remote output through the helper
+// and sends the same through the ControlMaster into a file, remoteOutRuns
+// times in turn after one unmeasured pair, and returns the MB/s of each.
+//
+// It also prints the CPU time per MiB of each side's client process, the
+// helper and the ControlMaster's ssh: a figure the machine's load changes
+// far less than the rates.
+func (rb *remoteBench) outputPairs(ctx context.Context, s *session) (outHelper, outSSH []float64, err error) {
+	progress("remote: %d x (%d MiB of output into the spool, through the ControlMaster into a file), after one of each unmeasured", remoteOutRuns, remoteOutBytes/mib)
+	masterPid := rb.masterPid(ctx)
+	var cpuHelper, cpuSSH int64
+	ticks := func(pid int) int64 {
+		if pid <= 0 {
+			return 0
+		}
+		n, _ := cpuTicks(pid)
+		return n
+	}
+	defer func() {
+		if err == nil && masterPid > 0 {
+			perMiB := func(t int64) float64 {
+				return float64(t) * 1000 / clockTicks / float64(remoteOutRuns*remoteOutBytes/mib)
+			}
+			fmt.Printf("remote output: client CPU per MiB, helper %.2f ms, ControlMaster ssh %.2f ms\n", perMiB(cpuHelper), perMiB(cpuSSH))
+		}
+	}()
+	// The first pair writes into page cache the machine has not touched
+	// yet, which on a virtual machine costs both sides several times what
+	// later pairs pay: it warms, unmeasured.
+	for i := range remoteOutRuns + 1 {
+		c0 := ticks(s.h.pid())
+		t0 := time.Now()
+		o, err := s.startWait(ctx, producer(remoteOutBytes), rb.cwd)
+		if err != nil {
+			return nil, nil, err
+		}
+		d := time.Since(t0)
+		c1 := ticks(s.h.pid())
+		if o.Facts.OutputBytes != remoteOutBytes {
+			return nil, nil, fmt.Errorf("spooled %d bytes, want %d", o.Facts.OutputBytes, remoteOutBytes)
+		}
+		removeAndSync(s.spoolPath(o.Facts.ExecutionID))
+		m0 := ticks(masterPid)
+		dSSH, err := rb.sshToFile(ctx, producer(remoteOutBytes))
+		if err != nil {
+			return nil, nil, err
+		}
+		if i > 0 {
+			cpuHelper += c1 - c0
+			cpuSSH += ticks(masterPid) - m0
+			outHelper = append(outHelper, mbps(remoteOutBytes, d))
+			outSSH = append(outSSH, mbps(remoteOutBytes, dSSH))
+		}
+	}
+	return outHelper, outSSH, nil
+}
+
+// remoteOutput is the remote output row alone, through the host agent.
+func (b *bench) remoteOutput(ctx context.Context) ([]row, error) {
+	rb, stop, err := b.newRemoteBench()
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	var outHelper, outSSH []float64
+	err = b.withHelper(ctx, rb.srv.Home, func(h *helper, s *session) error {
+		progress("remote: warm-up (dial, login environment, agent, ControlMaster)")
+		for range remoteWarmups {
+			if _, err := s.startWait(ctx, "true", rb.cwd); err != nil {
+				return fmt.Errorf("warm-up: %w", err)
+			}
+		}
+		if _, err := rb.sshRun(ctx, rb.master); err != nil { // starts the master
+			return err
+		}
+		outHelper, outSSH, err = rb.outputPairs(ctx, s)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("remote output: %w", err)
+	}
+	return []row{outputRow("agent", outHelper, outSSH, true)}, nil
+}
+
+// outputRow is the remote output row; judged says whether the target
+// applies (the host agent's mode).
+func outputRow(mode string, outHelper, outSSH []float64, judged bool) row {
+	fmt.Printf("remote output (%s): helper %s MB/s; ssh to a file %s MB/s\n", mode, joinFloats(outHelper), joinFloats(outSSH))
+	var paired []float64
+	for i := range outHelper {
+		paired = append(paired, outHelper[i]/outSSH[i])
+	}
+	fmt.Printf("remote output (%s): helper/ssh per pair %s\n", mode, joinRatios(paired))
+	r := row{
+		measure:  mode + fmt.Sprintf(": remote output into the spool, %d MiB, median of %d pairs", remoteOutBytes/mib, remoteOutRuns),
+		helper:   fmt.Sprintf("%.0f MB/s", medianFloat(outHelper)),
+		baseline: fmt.Sprintf("%.0f MB/s (ssh, ControlMaster, > file)", medianFloat(outSSH)),
+		ratio:    fmt.Sprintf("%.3f", medianFloat(outHelper)/medianFloat(outSSH)),
+		target:   "-",
+		result:   "-",
+	}
+	if judged {
+		r.target = ">= 1x ControlMaster"
+		r.result = verdict(medianFloat(outHelper) >= medianFloat(outSSH))
+	}
+	return r
+}
+
 type remoteBench struct {
 	*bench
 	srv    *sshd.Server
+	dir    string   // the sshd fixture's directory, also a cwd on the host
 	cwd    string   // the TRAMP name the helper runs in
 	ssh    []string // ssh options for the fixture, fresh connections
 	master []string // the same through a ControlMaster
+}
+
+// masterPid is the ControlMaster's pid, or 0 when ssh does not say.
+func (rb *remoteBench) masterPid(ctx context.Context) int {
+	out, _ := exec.CommandContext(ctx, "ssh", append(rb.master, "-O", "check", sshd.Alias)...).CombinedOutput()
+	_, rest, ok := strings.Cut(string(out), "pid=")
+	if !ok {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimRight(strings.Fields(rest)[0], ")"))
+	return pid
 }
 
 // sshRun times one `ssh OPTIONS testhost true`.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -243,5 +244,42 @@ func testRemoteAgentFloodDoesNotStarveOthers(t *testing.T) {
 	killed = true
 	if _, final := s.waitFinal(flood.Facts.ExecutionID, nil); final.Facts.Termination != execution.OutputLimit {
 		t.Fatalf("flood: %+v", final.Facts)
+	}
+}
+
+// Output under the host agent arrives whole and in order: many frames
+// and credit grants, spooled straight from the frames' buffers.
+func TestRemoteAgentOutputWholeAndInOrder(t *testing.T) {
+	t.Parallel()
+	inAgentAndHop(t, testRemoteAgentOutputWholeAndInOrder)
+}
+
+func testRemoteAgentOutputWholeAndInOrder(t *testing.T) {
+	h, srv := remoteHelper(t)
+	s, _ := openRemote(h)
+	// About 24 MB of numbered lines: three times the agent's window.
+	const last = 3_000_000
+	want, err := exec.Command("seq", "1", strconv.Itoa(last)).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := s.mustStart("seq 1 "+strconv.Itoa(last), map[string]any{"cwd": tramp(srv, t.TempDir()), "yieldMs": 0})
+	if f := o.Facts; f.RemoteMode != remote.ModeAgent {
+		t.Fatalf("facts: %+v", f)
+	}
+	_, final := s.waitFinal(o.Facts.ExecutionID, nil)
+	if f := final.Facts; f.Termination != execution.Exited || f.OutputBytes != int64(len(want)) {
+		t.Fatalf("final: %+v, want %d bytes", f, len(want))
+	}
+	got, err := os.ReadFile(filepath.Join(s.stateDir, "executions", o.Facts.ExecutionID+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sha256.Sum256(got) != sha256.Sum256(want) {
+		i := 0
+		for i < min(len(got), len(want)) && got[i] == want[i] {
+			i++
+		}
+		t.Fatalf("spooled %d bytes differing from seq's %d at byte %d", len(got), len(want), i)
 	}
 }
