@@ -11,6 +11,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -37,19 +38,23 @@ func kubeHelper(t *testing.T) *helper {
 	return startHelper(t, withEnv(execution.KubectlVar+"="+kubectlStreamAdapter(t)))
 }
 
-// kubePlace is a fresh helper and session for the "pod" that is the
-// container name, as host (POD or CONTAINER.POD) names it.
-func kubePlace(t *testing.T, name, host string) targetPlace {
+// kubePlace is a session of h for the "pod" that is the container name,
+// as host (POD or CONTAINER.POD) names it.
+func kubePlace(t *testing.T, h *helper, name, host string) targetPlace {
 	t.Helper()
-	p := podmanPlace(t, name, "")
-	p.h = kubeHelper(t)
-	p.s = p.h.open(nil)
-	p.target, p.method = "kubernetes:"+host, "kubernetes"
-	p.dir = func(t *testing.T) (string, string) {
-		d := workDir(t)
-		return d, "/kubernetes:" + host + ":" + inWork(d)
-	}
-	return p
+	return targetPlace{h: h, s: h.open(nil), target: "kubernetes:" + host, method: "kubernetes",
+		dir: func(t *testing.T) (string, string) {
+			d := workDir(t)
+			return d, "/kubernetes:" + host + ":" + inWork(d)
+		},
+		inside: inWork, alive: containerAlive(name),
+		kill: func(t *testing.T, pid int) {
+			ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+			defer cancel()
+			if _, err := testsupport.Podman(ctx, "exec", name, "bash", "-c", fmt.Sprintf("kill -KILL %d", pid)); err != nil {
+				t.Fatal(err)
+			}
+		}}
 }
 
 // containerLabel names a pod's one container for the adapter.
@@ -59,7 +64,9 @@ const containerLabel = "io.kubernetes.container.name=app"
 func TestKubernetesTargetCoreThroughStreamAdapter(t *testing.T) {
 	t.Parallel()
 	containerSetup(t)
-	targetCore(t, func(t *testing.T) targetPlace { return kubePlace(t, containers.shared, containers.shared) })
+	targetCore(t, func(t *testing.T) targetPlace {
+		return kubePlace(t, kubeHelper(t), containers.shared, containers.shared)
+	})
 }
 
 // A container of a pod (CONTAINER.POD) runs there, kubectl exec -c;
@@ -68,7 +75,7 @@ func TestKubernetesTargetCoreThroughStreamAdapter(t *testing.T) {
 func TestKubernetesTargetFactsThroughStreamAdapter(t *testing.T) {
 	t.Parallel()
 	name := newContainer(t, "--label", containerLabel)
-	p := kubePlace(t, name, "app."+name)
+	p := kubePlace(t, kubeHelper(t), name, "app."+name)
 	_, cwd := p.dir(t)
 	o := p.s.mustStart("echo in-pod; id -u", map[string]any{"cwd": cwd})
 	f := o.Facts
@@ -91,29 +98,68 @@ func TestKubernetesTargetFactsThroughStreamAdapter(t *testing.T) {
 		-32005, "unavailable")
 }
 
+// gatedKubectl is a program for the helper's kubectl that runs the
+// stream adapter, except that while the file hold exists a `get pod`
+// first makes the file waiting and then waits for a line on the fifo
+// gate: so a test can make the pod again before the helper asks which
+// incarnation runs.
+func gatedKubectl(t *testing.T) (prog, hold, waiting, gate string) {
+	t.Helper()
+	d := t.TempDir()
+	prog, hold, waiting, gate = filepath.Join(d, "kubectl"), filepath.Join(d, "hold"), filepath.Join(d, "waiting"), filepath.Join(d, "gate")
+	if err := mkfifo(gate); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf("#!/bin/sh\nif [ \"$1\" = get ] && [ -e %[1]s ]; then : > %[2]s; read _ < %[3]s; fi\nexec %[4]s \"$@\"\n",
+		hold, waiting, gate, kubectlStreamAdapter(t))
+	if err := os.WriteFile(prog, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return prog, hold, waiting, gate
+}
+
 // The pod made again under its name (rescheduled: another uid) while a
-// command runs in it: the execution settles lost with reason
-// target-replaced as soon as the stream ends, its owner gets one
-// delivery, and the new pod runs the next command.
+// command runs in it, and already there when the helper asks kubectl
+// which pod runs: the execution settles lost with reason
+// target-replaced by the uid, its owner gets one delivery, and the new
+// pod runs the next command.
 func TestKubernetesPodReplacedSettlesLostThroughStreamAdapter(t *testing.T) {
 	t.Parallel()
 	name := newContainer(t)
-	p := kubePlace(t, name, name)
+	prog, hold, waiting, gate := gatedKubectl(t)
+	p := kubePlace(t, startHelper(t, withEnv(execution.KubectlVar+"="+prog)), name, name)
 	_, cwd := p.dir(t)
 	o := p.s.mustStart("echo started; exec sleep 1000", map[string]any{"cwd": cwd, "yieldMs": 0})
 	p.s.observeUntil(o, "started")
 	f := p.h.waitState(o.Facts.ExecutionID, execution.Running)
-	if in := f.TargetIncarnation; in == nil || in.PodUID == "" {
+	if in := f.TargetIncarnation; in == nil || in.PodUID == "" || in.ContainerID != "" {
 		t.Fatalf("targetIncarnation %+v", in)
+	}
+	if err := os.WriteFile(hold, nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := testsupport.Podman(ctx, "rm", "-f", "-t", "0", name); err != nil {
 		t.Fatal(err)
 	}
+	// The stream ended; the helper's look at the pod waits at the gate
+	// until the new pod runs.
+	if !testsupport.Poll(waitBound, func() bool { _, err := os.Stat(waiting); return err == nil }) {
+		t.Fatal("the helper did not ask kubectl for the pod after its stream ended")
+	}
 	if err := testsupport.RunContainer(ctx, name, containers.rootfs, containers.work); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Remove(hold); err != nil {
+		t.Fatal(err)
+	}
+	g, err := os.OpenFile(gate, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = g.WriteString("go\n")
+	g.Close()
 	back := time.Now()
 	d := p.h.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == f.ExecutionID })
 	if since := time.Since(back); since > 5*time.Second {
@@ -182,4 +228,38 @@ func TestKubernetesBadTargetsThroughStreamAdapter(t *testing.T) {
 		t.Fatalf("registered: %+v", list.Executions)
 	}
 	wantNoChildren(t, h)
+}
+
+// Recovery after a helper's crash finds its pod made again under its
+// name (another uid): the run is lost with reason target-replaced.
+func TestKubernetesRecoveryOnReplacedPodThroughStreamAdapter(t *testing.T) {
+	t.Parallel()
+	name := newContainer(t)
+	p := kubePlace(t, kubeHelper(t), name, name)
+	_, cwd := p.dir(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	p.h.mustCall("session/open", map[string]any{"sessionId": "first", "stateDir": dir}, nil)
+	s1 := &session{h: p.h, id: "first", stateDir: dir}
+	o := s1.mustStart("echo started; exec sleep 1000", map[string]any{"cwd": cwd, "yieldMs": 0})
+	s1.observeUntil(o, "started")
+	f := p.h.waitState(o.Facts.ExecutionID, execution.Running)
+	s1.checkpoint()
+	p.h.kill()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := testsupport.Podman(ctx, "rm", "-f", "-t", "0", name); err != nil {
+		t.Fatal(err)
+	}
+	if err := testsupport.RunContainer(ctx, name, containers.rootfs, containers.work); err != nil {
+		t.Fatal(err)
+	}
+	h2 := kubeHelper(t)
+	var info execution.SessionInfo
+	h2.mustCall("session/open", map[string]any{"sessionId": "second", "stateDir": dir}, &info)
+	if len(info.Recovered) != 1 {
+		t.Fatalf("recovered %+v", info.Recovered)
+	}
+	if r := info.Recovered[0]; r.ExecutionID != f.ExecutionID || r.Termination != execution.Lost || r.Reason != execution.ReasonTargetReplaced {
+		t.Fatalf("recovered %+v", r)
+	}
 }
