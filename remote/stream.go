@@ -458,6 +458,10 @@ func (p *Pool) inspectPod(ctx context.Context, r resolved) (Incarnation, error) 
 		if strings.Contains(msg, "NotFound") {
 			return Incarnation{}, goneError{fmt.Sprintf("remote: %s: there is no pod %q in kubectl's current namespace (%s get pod: %s)", r.Target, pod, prog, msg)}
 		}
+		// kubectl logs its retries first: its verdict is the last line.
+		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+			msg = msg[i+1:]
+		}
 		return Incarnation{}, unavailablef("remote: %s: %s get pod %s failed (%s): %s", r.Target, prog, pod, exitWords(ws), msg)
 	}
 	f := strings.Split(strings.TrimSpace(string(out)), "|")
