@@ -11,6 +11,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -262,4 +264,49 @@ func TestKubernetesRecoveryOnReplacedPodThroughStreamAdapter(t *testing.T) {
 	if r := info.Recovered[0]; r.ExecutionID != f.ExecutionID || r.Termination != execution.Lost || r.Reason != execution.ReasonTargetReplaced {
 		t.Fatalf("recovered %+v", r)
 	}
+}
+
+// A port of a pod with a network of its own (loopback only, unreachable
+// from here) is forwarded through its host agent's stream over kubectl
+// exec (not kubectl port-forward): the server answers from the pod's
+// network namespace, and bytes go there and back.
+func TestKubernetesPortForwardedThroughStreamAdapter(t *testing.T) {
+	t.Parallel()
+	name := newContainer(t, "--network", "none", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:ro")
+	p := kubePlace(t, kubeHelper(t), name, name)
+	local, cwd := p.dir(t)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	if err := testsupport.BuildPortServer(ctx, filepath.Join(local, "portserver")); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	o := p.s.mustStart(fmt.Sprintf("exec %s %d", p.inside(filepath.Join(local, "portserver")), port),
+		map[string]any{"cwd": cwd, "readyPort": port, "yieldMs": 60000})
+	if o.Final || !o.Facts.Ready || !listensOn(o.Facts, port) {
+		t.Fatalf("start %q %+v", o.Output, o.Facts)
+	}
+	var fw struct{ LocalAddress string }
+	p.h.mustCall("exec/forward", map[string]any{"sessionId": p.s.id, "executionId": o.Facts.ExecutionID, "port": port}, &fw)
+	c, err := net.Dial("tcp", fw.LocalAddress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(waitBound))
+	payload := strings.Repeat("through the pod's stream\n", 4096)
+	go func() {
+		_, _ = c.Write([]byte(payload))
+		_ = c.(*net.TCPConn).CloseWrite()
+	}()
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	here, _ := os.Readlink("/proc/self/ns/net")
+	greeting, rest, _ := strings.Cut(string(got), "\n")
+	if !strings.HasPrefix(greeting, "netns net:") || greeting == "netns "+here || rest != payload {
+		t.Fatalf("greeting %q (this machine's network %q), %d bytes echoed of %d", greeting, here, len(rest), len(payload))
+	}
+	p.h.mustCall("exec/stop", map[string]any{"sessionId": p.s.id, "executionId": o.Facts.ExecutionID}, nil)
 }
