@@ -33,13 +33,14 @@ import (
 // remote command through the wrapper instead of a host agent.
 const RemoteModeVar = "MEVEDEL_EXEC_REMOTE_MODE"
 
-// DockerVar and PodmanVar, when set in the helper's environment, name
-// the program that /docker: and /podman: names run (else docker and
-// podman on PATH): podman's docker-compatible command line can serve
-// /docker: names.
+// DockerVar, PodmanVar and KubectlVar, when set in the helper's
+// environment, name the program that /docker:, /podman: and
+// /kubernetes: names run (else docker, podman and kubectl on PATH):
+// podman's docker-compatible command line can serve /docker: names.
 const (
-	DockerVar = "MEVEDEL_EXEC_DOCKER"
-	PodmanVar = "MEVEDEL_EXEC_PODMAN"
+	DockerVar  = "MEVEDEL_EXEC_DOCKER"
+	PodmanVar  = "MEVEDEL_EXEC_PODMAN"
+	KubectlVar = "MEVEDEL_EXEC_KUBECTL"
 )
 
 // remoteHosts is the helper's side of SSH: one pool for its life, made on
@@ -57,7 +58,8 @@ func (m *Manager) remotePool() *remote.Pool {
 	defer h.mu.Unlock()
 	if h.pool == nil && !h.closed {
 		h.pool = remote.NewPool(remote.Config{Home: os.Getenv("HOME"), AgentSocket: os.Getenv("SSH_AUTH_SOCK"),
-			Mode: os.Getenv(RemoteModeVar), Engines: map[string]string{"docker": os.Getenv(DockerVar), "podman": os.Getenv(PodmanVar)}})
+			Mode: os.Getenv(RemoteModeVar), Engines: map[string]string{
+				"docker": os.Getenv(DockerVar), "podman": os.Getenv(PodmanVar), "kubernetes": os.Getenv(KubectlVar)}})
 	}
 	return h.pool
 }

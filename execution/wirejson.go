@@ -86,7 +86,7 @@ func (f *Facts) AppendJSON(b []byte) []byte {
 			b = append(b, ',')
 		}
 		b = appendOptString(b, `"bootId":`, in.BootID)
-		for _, kv := range [2][2]string{{`"containerId":`, in.ContainerID}, {`"startedAt":`, in.StartedAt}} {
+		for _, kv := range [3][2]string{{`"containerId":`, in.ContainerID}, {`"podUid":`, in.PodUID}, {`"startedAt":`, in.StartedAt}} {
 			if kv[1] != "" {
 				if len(b) > n {
 					b = append(b, ',')

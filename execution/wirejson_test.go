@@ -76,7 +76,7 @@ func randFacts(r *rand.Rand) Facts {
 		Version: r.Uint64(),
 	}
 	if r.IntN(2) == 0 {
-		f.TargetIncarnation = &Incarnation{Hostname: randString(r), BootID: randString(r), ContainerID: randString(r), StartedAt: randString(r)}
+		f.TargetIncarnation = &Incarnation{Hostname: randString(r), BootID: randString(r), ContainerID: randString(r), PodUID: randString(r), StartedAt: randString(r)}
 	}
 	if r.IntN(2) == 0 {
 		c := int(randInt(r))

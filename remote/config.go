@@ -34,7 +34,8 @@ type Config struct {
 	// can run it.
 	Mode string
 	// Engines names the program of a stream method (sudo, podman,
-	// docker) where it is not the method's name on PATH.
+	// docker, kubernetes) where it is not the method's name on PATH
+	// (kubectl for kubernetes).
 	Engines map[string]string
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -29,10 +30,14 @@ import (
 // the agent's frames, starts, signals, probes, confinement and limits are
 // those of an SSH host. There is no wrapper for these targets: a target
 // the agent cannot run on is unavailable, and says why.
+// /kubernetes:[CONTAINER.]POD is the same over `kubectl exec -i [-c
+// CONTAINER] POD`, in kubectl's current context and namespace (none of
+// ours is passed).
 //
-// A container's incarnation is its engine id and start time (inspect);
-// a container gone, stopped or made again under its name holds nothing
-// of what an earlier incarnation ran.
+// A container's incarnation is its engine id and start time (inspect),
+// a pod's its uid and start time (kubectl get pod); a container gone,
+// stopped or made again under its name, or a pod rescheduled, holds
+// nothing of what an earlier incarnation ran.
 
 // streamSlot is the host agent of one stream target.
 type streamSlot struct {
@@ -65,6 +70,9 @@ const streamTimeout = 30 * time.Second
 func (p *Pool) program(method string) string {
 	if prog := p.cfg.Engines[method]; prog != "" {
 		return prog
+	}
+	if method == "kubernetes" {
+		return "kubectl"
 	}
 	return method
 }
@@ -251,6 +259,15 @@ func (p *Pool) startSudoOverSSH(ctx context.Context, r resolved) (*agentClient, 
 // container, as r's user, its stdin kept open. Detach keys are off: the
 // stream carries binary frames.
 func (p *Pool) inContainer(r resolved, script string) []string {
+	if r.Method == "kubernetes" {
+		// kubectl exec without -t: no terminal, no escape character.
+		pod, container := r.pod()
+		argv := []string{p.program(r.Method), "exec", "-i"}
+		if container != "" {
+			argv = append(argv, "-c", container)
+		}
+		return append(argv, pod, "--", "/bin/sh", "-c", script)
+	}
 	argv := []string{p.program(r.Method), "exec", "-i", "--detach-keys="}
 	if r.User != "" {
 		argv = append(argv, "--user", r.User)
@@ -395,6 +412,9 @@ func (c *carrier) startError(r resolved, junk []byte) error {
 func (p *Pool) inspect(ctx context.Context, r resolved) (Incarnation, error) {
 	ctx, cancel := context.WithTimeout(ctx, streamTimeout)
 	defer cancel()
+	if r.Method == "kubernetes" {
+		return p.inspectPod(ctx, r)
+	}
 	prog := p.program(r.Method)
 	out, errOut, ws, err := p.runShort(ctx, []string{prog, "inspect", "--type", "container",
 		"--format", "{{.Id}} {{.State.Status}} {{.State.StartedAt}}", "--", r.Host})
@@ -416,4 +436,43 @@ func (p *Pool) inspect(ctx context.Context, r resolved) (Incarnation, error) {
 		return Incarnation{}, goneError{fmt.Sprintf("remote: %s: container %q is not running (%s)", r.Target, r.Host, f[1])}
 	}
 	return Incarnation{ContainerID: f[0], StartedAt: f[2]}, nil
+}
+
+// podFields is what kubectl says of a pod: uid, phase, start time and
+// its containers' names, parted by '|' (no name, phase or time has one).
+const podFields = "jsonpath={.metadata.uid}|{.status.phase}|{.status.startTime}|{.spec.containers[*].name}"
+
+// inspectPod asks kubectl which incarnation of r's pod runs: its uid and
+// start time. A pod that does not exist or is not Running is a goneError
+// naming it; a container the pod does not have is named with those it
+// has.
+func (p *Pool) inspectPod(ctx context.Context, r resolved) (Incarnation, error) {
+	pod, container := r.pod()
+	prog := p.program(r.Method)
+	out, errOut, ws, err := p.runShort(ctx, []string{prog, "get", "pod", pod, "-o", podFields})
+	if err != nil {
+		return Incarnation{}, unavailablef("remote: %s: %s get pod: %v", r.Target, prog, err)
+	}
+	msg := strings.TrimSpace(string(errOut))
+	if ws.ExitStatus() != 0 || ws.Signaled() {
+		if strings.Contains(msg, "NotFound") {
+			return Incarnation{}, goneError{fmt.Sprintf("remote: %s: there is no pod %q in kubectl's current namespace (%s get pod: %s)", r.Target, pod, prog, msg)}
+		}
+		// kubectl logs its retries first: its verdict is the last line.
+		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+			msg = msg[i+1:]
+		}
+		return Incarnation{}, unavailablef("remote: %s: %s get pod %s failed (%s): %s", r.Target, prog, pod, exitWords(ws), msg)
+	}
+	f := strings.Split(strings.TrimSpace(string(out)), "|")
+	if len(f) != 4 || f[0] == "" {
+		return Incarnation{}, unavailablef("remote: %s: %s get pod answered %q", r.Target, prog, out)
+	}
+	if f[1] != "Running" {
+		return Incarnation{}, goneError{fmt.Sprintf("remote: %s: pod %q is not running (%s)", r.Target, pod, f[1])}
+	}
+	if names := strings.Fields(f[3]); container != "" && !slices.Contains(names, container) {
+		return Incarnation{}, unavailablef("remote: %s: pod %q has no container %q (it has %s)", r.Target, pod, container, strings.Join(names, ", "))
+	}
+	return Incarnation{PodUID: f[0], StartedAt: f[2]}, nil
 }

@@ -39,8 +39,8 @@ var Methods = []string{"ssh", "scp", "sshx", "scpx", "rsync"}
 
 // StreamMethods are the TRAMP methods whose host agent runs over another
 // byte stream than SSH (stream.go): sudo on this machine, a container's
-// engine exec.
-var StreamMethods = []string{"sudo", "podman", "docker"}
+// engine exec, a pod's kubectl exec.
+var StreamMethods = []string{"sudo", "podman", "docker", "kubernetes"}
 
 // allMethods names every method the helper runs, for errors.
 func allMethods() string {
@@ -66,9 +66,10 @@ func (t Target) MethodName() string {
 
 // Tier is the support tier of the target's method: every SSH method,
 // sudo and podman are supported; docker, tested only against Podman
-// (never a Docker engine), is experimental.
+// (never a Docker engine), and kubernetes, whose stream is tested only
+// through an adapter onto Podman (never a cluster), are experimental.
 func (t Target) Tier() string {
-	if t.Method == "docker" {
+	if t.Method == "docker" || t.Method == "kubernetes" {
 		return TierExperimental
 	}
 	return TierSupported
@@ -78,7 +79,8 @@ func (t Target) Tier() string {
 // "ssh:user@host#port", with whatever parts are known, after the hops
 // that lead to it ("ssh:a#22|ssh:me@b#22"). Every SSH method is written
 // ssh: they share one transport. A stream target is written with its own
-// method: "sudo:root@localhost", "podman:box", "docker:me@box".
+// method: "sudo:root@localhost", "podman:box", "docker:me@box",
+// "kubernetes:main.web-0".
 func (t Target) String() string {
 	s := t.hop("ssh")
 	if t.Stream() {
@@ -278,8 +280,21 @@ func streamMethod(m string) bool { return slices.Contains(StreamMethods, m) }
 // its own (sudo, a container engine) instead of SSH.
 func (t Target) Stream() bool { return streamMethod(t.Method) }
 
-// Container reports whether the target is a container of an engine.
-func (t Target) Container() bool { return t.Method == "podman" || t.Method == "docker" }
+// Container reports whether the target is a container of an engine or
+// of a Kubernetes pod.
+func (t Target) Container() bool {
+	return t.Method == "podman" || t.Method == "docker" || t.Method == "kubernetes"
+}
+
+// pod splits a kubernetes host, CONTAINER.POD or POD, as TRAMP does: at
+// its last '.'. An empty container means the pod's default one.
+func (t Target) pod() (pod, container string) {
+	i := strings.LastIndexByte(t.Host, '.')
+	if i < 0 {
+		return t.Host, ""
+	}
+	return t.Host[i+1:], t.Host[:i]
+}
 
 // checkStream checks the host part (and user, port) of a stream hop:
 // sudo runs on this machine only; a container is named as its engine
@@ -297,11 +312,35 @@ func (t Target) checkStream(host string) error {
 		}
 		return nil // which host it may be, ParseTRAMP says
 	}
+	if t.Method == "kubernetes" {
+		return checkPod(t.User, host)
+	}
 	if host == "" {
 		return errors.New("empty container name")
 	}
 	if !safeName(host) {
 		return fmt.Errorf("malformed container name %q", host)
+	}
+	return nil
+}
+
+// checkPod checks a kubernetes hop: kubectl exec has no user to run as,
+// and a Kubernetes container's name has no '.', so the last one parts it
+// from the pod's.
+func checkPod(user, host string) error {
+	if user != "" {
+		return fmt.Errorf("a user (%q) has no meaning for method \"kubernetes\": kubectl exec runs as the container's own user", user)
+	}
+	pod, container := Target{Host: host}.pod()
+	switch {
+	case pod == "":
+		return errors.New("empty pod name")
+	case !safeName(pod):
+		return fmt.Errorf("malformed pod name %q", pod)
+	case container == "" && strings.Contains(host, "."):
+		return errors.New("empty container name before the pod's")
+	case container != "" && (!safeName(container) || strings.Contains(container, ".")):
+		return fmt.Errorf("malformed container name %q (a container of a pod is named CONTAINER.POD, and its name has no '.')", container)
 	}
 	return nil
 }

@@ -46,8 +46,21 @@ func TestParseTRAMP(t *testing.T) {
 		{name: "/podman:box:/srv", ok: true, want: Target{Method: "podman", Host: "box", Path: "/srv"}},
 		{name: "/podman:65534@box:", ok: true, want: Target{Method: "podman", User: "65534", Host: "box"}},
 		{name: "/docker:me@my.box_1:/a|b", ok: true, want: Target{Method: "docker", User: "me", Host: "my.box_1", Path: "/a|b"}},
+		// A pod, or a container of it (TRAMP's CONTAINER.POD, parted at
+		// the last '.'), the host kept as written.
+		{name: "/kubernetes:web-0:/srv", ok: true, want: Target{Method: "kubernetes", Host: "web-0", Path: "/srv"}},
+		{name: "/kubernetes:main.web-0:", ok: true, want: Target{Method: "kubernetes", Host: "main.web-0"}},
 		// What is refused names the method, the part or the hop.
-		{name: "/kubernetes:pod:/", ok: true, wantErr: `method "kubernetes" of "/kubernetes:pod:/" is not supported: the helper runs ssh, scp, sshx, scpx, rsync, sudo, podman, docker names`},
+		{name: "/adb:phone:/", ok: true, wantErr: `method "adb" of "/adb:phone:/" is not supported: the helper runs ssh, scp, sshx, scpx, rsync, sudo, podman, docker, kubernetes names`},
+		{name: "/kubernetes::/", ok: true, wantErr: "empty pod name"},
+		{name: "/kubernetes:main.:/", ok: true, wantErr: "empty pod name"},
+		{name: "/kubernetes:.web-0:/", ok: true, wantErr: "empty container name before the pod's"},
+		{name: "/kubernetes:-web:/", ok: true, wantErr: `malformed pod name "-web"`},
+		{name: "/kubernetes:a.b.web:/", ok: true, wantErr: `malformed container name "a.b"`},
+		{name: "/kubernetes:-c.web:/", ok: true, wantErr: `malformed container name "-c"`},
+		{name: "/kubernetes:me@web:/", ok: true, wantErr: `a user ("me") has no meaning for method "kubernetes"`},
+		{name: "/kubernetes:web#80:/", ok: true, wantErr: `a port has no meaning for method "kubernetes"`},
+		{name: "/ssh:a|kubernetes:web:/", ok: true, wantErr: `hop 2 of "/ssh:a|kubernetes:web:/" uses method "kubernetes": a hop chain runs over SSH only`},
 		{name: "/sudo:me@elsewhere.example:/", ok: true, wantErr: `sudo runs on this machine, and "elsewhere.example" is not this machine's name (sudo on another host goes through an SSH hop: /ssh:elsewhere.example|sudo:elsewhere.example:)`},
 		// sudo on an SSH host: the last hop, on the host before it.
 		{name: "/ssh:a|sudo::/srv", ok: true, want: Target{Method: "sudo", Host: "a", Via: "ssh:a", Path: "/srv"}},
@@ -97,7 +110,7 @@ func TestParseTRAMP(t *testing.T) {
 			t.Errorf("ParseTRAMP(%q) = %+v, want %+v", tt.name, got, tt.want)
 		}
 	}
-	for _, name := range []string{"/kubernetes:h:/", "/ssh:a|podman:b:/", "/sudo:a|ssh:b:/"} {
+	for _, name := range []string{"/adb:h:/", "/ssh:a|podman:b:/", "/sudo:a|ssh:b:/", "/ssh:a|kubernetes:b:/"} {
 		if _, _, err := ParseTRAMP(name); !errors.Is(err, ErrNotSupported) {
 			t.Errorf("%s is not classified ErrNotSupported: %v", name, err)
 		}
@@ -121,9 +134,28 @@ func TestTargetString(t *testing.T) {
 		{Target{Method: "sudo", User: "root", Host: "localhost", Path: "/x"}, "sudo:root@localhost"},
 		{Target{Method: "podman", Host: "box"}, "podman:box"},
 		{Target{Method: "docker", User: "me", Host: "box"}, "docker:me@box"},
+		{Target{Method: "kubernetes", Host: "main.web-0", Path: "/x"}, "kubernetes:main.web-0"},
 	} {
 		if got := tt.t.String(); got != tt.want {
 			t.Errorf("%+v.String() = %q, want %q", tt.t, got, tt.want)
+		}
+	}
+}
+
+// A kubernetes target is its pod and container parted as TRAMP parts
+// them, and experimental.
+func TestKubernetesPod(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ host, pod, container string }{
+		{"web-0", "web-0", ""},
+		{"main.web-0", "web-0", "main"},
+	} {
+		tg := Target{Method: "kubernetes", Host: tt.host}
+		if pod, c := tg.pod(); pod != tt.pod || c != tt.container {
+			t.Errorf("%q: pod %q container %q, want %q %q", tt.host, pod, c, tt.pod, tt.container)
+		}
+		if tg.Tier() != TierExperimental || !tg.Container() || !tg.Stream() {
+			t.Errorf("%q: tier %q, container %v, stream %v", tt.host, tg.Tier(), tg.Container(), tg.Stream())
 		}
 	}
 }

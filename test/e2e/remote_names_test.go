@@ -82,8 +82,8 @@ func TestRemoteBadNamesRefused(t *testing.T) {
 		cwd  string
 		want []string
 	}{
-		{"/kubernetes:pod:/", []string{`method "kubernetes"`, "ssh, scp, sshx, scpx, rsync, sudo, podman, docker"}},
-		{"/adb:phone:/tmp", []string{`method "adb"`}},
+		{"/adb:phone:/tmp", []string{`method "adb"`, "ssh, scp, sshx, scpx, rsync, sudo, podman, docker, kubernetes"}},
+		{"/kubernetes:me@pod:/", []string{`a user ("me") has no meaning for method "kubernetes"`}},
 		{"/sudo:root@elsewhere.example:/tmp", []string{"sudo runs on this machine", `"elsewhere.example"`}},
 		{"/podman:-box:/tmp", []string{`malformed container name "-box"`}},
 		{"/ssh:" + host + "|sudo:root@localhost:/tmp", []string{`hop 2`, `sudo runs on the host of the hop before it ("127.0.0.1"), not on "localhost"`}},

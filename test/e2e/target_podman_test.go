@@ -302,7 +302,7 @@ func TestPodmanBadTargets(t *testing.T) {
 		{"/podman:-rm:/", -32602, `malformed container name "-rm"`},
 		{"/podman:box#3:/", -32602, `a port has no meaning for method "podman"`},
 		{"/ssh:a|podman:box:/", -32602, `hop 2 of "/ssh:a|podman:box:/" uses method "podman"`},
-		{"/kubernetes:pod:/", -32602, `method "kubernetes" of "/kubernetes:pod:/" is not supported`},
+		{"/adb:phone:/", -32602, `method "adb" of "/adb:phone:/" is not supported`},
 	} {
 		start := time.Now()
 		err := h.call("exec/start", map[string]any{"sessionId": s.id, "command": "echo never", "cwd": tc.cwd}, nil)
