@@ -471,25 +471,46 @@ because it ended meanwhile, or a helper out of reach changes nothing."
     (unless (equal (plist-get mevedel-execution-spool--facts :state) "settled")
       (mevedel-execution-spool--send-follow (car followed) (cdr followed) nil))))
 
+(defvar-local mevedel-execution-spool--follower nil
+  "(SESSION-ID EXECUTION-ID FUNCTION): how this buffer learns new facts.
+See `mevedel-execution-follow-facts'.")
+
 (defun mevedel-execution-spool--detach ()
   "Stop following the helper's events in this buffer."
   (when mevedel-execution-spool--listener
     (remove-hook 'mevedel-execution-event-functions mevedel-execution-spool--listener)
-    (setq mevedel-execution-spool--listener nil)))
+    (setq mevedel-execution-spool--listener nil))
+  (when mevedel-execution-spool--follower
+    (apply #'mevedel-execution-follow-facts
+           (append mevedel-execution-spool--follower '(t)))
+    (setq mevedel-execution-spool--follower nil)))
 
 (defun mevedel-execution-spool--attach ()
-  "Follow the helper's events about this buffer's execution."
+  "Follow the helper's events about this buffer's execution.
+Its new facts come at once, each time the helper sends them (see
+`mevedel-execution-follow-facts'); its settlement and the helper's
+exit as events."
   (unless mevedel-execution-spool--listener
-    (let ((buffer (current-buffer))
-          (listener nil))
+    (let* ((buffer (current-buffer))
+           (listener nil)
+           (follower (list (mevedel-execution-session-id mevedel-execution-buffer-session)
+                           mevedel-execution-spool--execution-id nil)))
       (setq listener
             (lambda (type plist)
               (if (not (buffer-live-p buffer))
                   (remove-hook 'mevedel-execution-event-functions listener)
                 (with-current-buffer buffer
                   (mevedel-execution-spool--on-event type plist)))))
-      (setq mevedel-execution-spool--listener listener)
-      (add-hook 'mevedel-execution-event-functions listener))))
+      (setf (nth 2 follower)
+            (lambda (facts)
+              (if (not (buffer-live-p buffer))
+                  (apply #'mevedel-execution-follow-facts (append follower '(t)))
+                (with-current-buffer buffer
+                  (mevedel-execution-spool-note-facts facts)))))
+      (setq mevedel-execution-spool--listener listener
+            mevedel-execution-spool--follower follower)
+      (mevedel-execution-add-reader listener)
+      (apply #'mevedel-execution-follow-facts follower))))
 
 (defun mevedel-execution-spool--on-event (type plist)
   "Handle the event TYPE with PLIST for this output buffer."
@@ -497,12 +518,6 @@ because it ended meanwhile, or a helper out of reach changes nothing."
          (sid (and session (mevedel-execution-session-id session)))
          (id mevedel-execution-spool--execution-id))
     (pcase type
-      ('changed
-       (when (equal (plist-get plist :session-id) sid)
-         (let ((facts (cl-find id (plist-get plist :live)
-                               :key (lambda (f) (plist-get f :execution-id)) :test #'equal)))
-           (when facts
-             (mevedel-execution-spool-note-facts facts)))))
       ('settled
        (let ((facts (plist-get plist :facts)))
          (when (and (equal (plist-get plist :session-id) sid)
@@ -787,16 +802,30 @@ execution.  Return the buffer; an id without output signals a
    (let ((session (mevedel-execution-read-session "Session")))
      (list session (mevedel-execution-spool--read-execution session) current-prefix-arg)))
   (let* ((address (mevedel-execution-spool-address execution-id))
-         (name (format "*mevedel-exec output %s*" execution-id))
          (stat (condition-case err
                    (mevedel-execution-spool-stat session address :as-user t)
                  (mevedel-execution-helper-error
                   (user-error "No output of %s in session %s: %s"
                               execution-id (mevedel-execution-session-id session)
                               (plist-get (nth 2 err) :message)))))
-         (buffer (or (mevedel-execution-spool-output-buffer
-                      (mevedel-execution-session-id session) execution-id)
-                     (get-buffer-create name))))
+         (buffer (mevedel-execution-spool--prepare session execution-id facts)))
+    (with-current-buffer buffer
+      (if (not from-end)
+          (mevedel-execution-spool--show session address 0)
+        (setq mevedel-execution-spool--source
+              (list session address 0 (or (plist-get stat :logical-bytes) 0) 0))
+        (mevedel-execution-spool-last-page))
+      (mevedel-execution-spool--follow))
+    (when (called-interactively-p 'interactive)
+      (pop-to-buffer buffer))
+    buffer))
+
+(defun mevedel-execution-spool--prepare (session execution-id facts)
+  "Return the output buffer of EXECUTION-ID in SESSION, set up and following.
+FACTS, when known, are the execution's facts; the text is not shown yet."
+  (let ((buffer (or (mevedel-execution-spool-output-buffer
+                     (mevedel-execution-session-id session) execution-id)
+                    (get-buffer-create (format "*mevedel-exec output %s*" execution-id)))))
     (with-current-buffer buffer
       (unless (derived-mode-p 'mevedel-execution-spool-output-mode)
         (mevedel-execution-spool-output-mode))
@@ -811,16 +840,52 @@ execution.  Return the buffer; an id without output signals a
                    (or (file-remote-p cwd) (file-directory-p cwd)))
           (setq default-directory (file-name-as-directory cwd))))
       (mevedel-execution-spool--attach)
-      (mevedel-execution-spool--ask-follow session execution-id)
-      (if (not from-end)
-          (mevedel-execution-spool--show session address 0)
-        (setq mevedel-execution-spool--source
-              (list session address 0 (or (plist-get stat :logical-bytes) 0) 0))
-        (mevedel-execution-spool-last-page))
-      (mevedel-execution-spool--follow))
-    (when (called-interactively-p 'interactive)
-      (pop-to-buffer buffer))
+      (mevedel-execution-spool--ask-follow session execution-id))
     buffer))
+
+(defun mevedel-execution-spool--whole-output-p (output facts)
+  "Return non-nil if OUTPUT is its execution's log from byte 0, byte for byte.
+OUTPUT is the first observation's, FACTS the facts it came with.
+Nothing may be omitted, and no U+FFFD may stand for an invalid byte:
+its length in the log would not be its length here."
+  (and (stringp output)
+       (eql (or (plist-get facts :omitted-bytes) 0) 0)
+       (not (string-search "\ufffd" output))
+       (<= (string-bytes output) (or (plist-get facts :output-bytes) 0))))
+
+(defun mevedel-execution-spool-open-started (session execution-id facts output)
+  "Show the output of EXECUTION-ID in SESSION, from what its start answered.
+FACTS and OUTPUT are the start reply's (its first observation, so
+OUTPUT begins at the log's first byte).  When OUTPUT is the log so
+far, whole, the buffer shows it at once and follows from there: no
+request waits for the helper.  Otherwise this is
+`mevedel-execution-spool-open-output' from the end.  Return the
+buffer."
+  (if (not (mevedel-execution-spool--whole-output-p output facts))
+      (mevedel-execution-spool-open-output session execution-id t facts)
+    (let* ((address (mevedel-execution-spool-address execution-id))
+           (buffer (mevedel-execution-spool--prepare session execution-id facts))
+           (length (string-bytes output)))
+      (with-current-buffer buffer
+        (let ((inhibit-read-only t))
+          (erase-buffer))
+        (setq ansi-color-context nil
+              mevedel-execution-spool--held ""
+              mevedel-execution-spool--tailing t
+              mevedel-execution-spool--source
+              (list session address 0 (max length (or (plist-get facts :output-bytes) 0))
+                    length))
+        (mapc (lambda (c) (set-marker (car c) nil)) mevedel-execution-spool--cuts)
+        (setq mevedel-execution-spool--cuts nil)
+        (mevedel-execution-spool--insert output)
+        (goto-char (point-max))
+        ;; Growth the helper announced before this buffer listened is
+        ;; in the live table already.
+        (let ((newer (mevedel-execution-live-facts
+                      (mevedel-execution-session-id session) execution-id)))
+          (when newer (mevedel-execution-spool-note-facts newer)))
+        (mevedel-execution-spool--follow))
+      buffer)))
 
 (provide 'mevedel-execution-spool)
 ;;; mevedel-execution-spool.el ends here
