@@ -263,9 +263,10 @@ one per event."
         (setq mevedel-execution-panel-live-rows live)
         (mevedel-execution-panel--draw-later)))))
 
-(defconst mevedel-execution-panel--growth-keys
-  '(:output-bytes :output-lines :unread-bytes :omitted-bytes :wall-ms :version)
-  "The facts that output growth changes.")
+(defconst mevedel-execution-panel--row-keys
+  '(:execution-id :kind :monitor-id :owner :label :command :prompt :waiting-for-input
+    :state :status :exit-code :signal :outcome :started-at)
+  "The facts a row's cells show, but its runtime and output size.")
 
 (defun mevedel-execution-panel--draw-now-p (changed live)
   "Return non-nil if the CHANGED facts, with LIVE after them, are drawn now.
@@ -285,18 +286,11 @@ That is unless each one is a live row that only grew (see
          changed))))
 
 (defun mevedel-execution-panel--grew-only-p (new old)
-  "Return non-nil if the facts NEW differ from OLD only by output growth.
-Compared key by key, both ways: a flag the helper stopped sending
-\(`:waiting-for-input', say) is a change."
-  (cl-flet ((within (a b)
-              (let ((same t))
-                (while (and same a)
-                  (unless (or (memq (car a) mevedel-execution-panel--growth-keys)
-                              (equal (cadr a) (plist-get b (car a))))
-                    (setq same nil))
-                  (setq a (cddr a)))
-                same)))
-    (and (within new old) (within old new))))
+  "Return non-nil if the row of facts NEW shows what OLD's does, but for growth.
+Only its runtime and output size may differ: the facts of
+`mevedel-execution-panel--row-keys' are the same."
+  (cl-every (lambda (key) (equal (plist-get new key) (plist-get old key)))
+            mevedel-execution-panel--row-keys))
 
 (defun mevedel-execution-panel--unfinished (live)
   "Return LIVE without the rows this panel has as finished already."
