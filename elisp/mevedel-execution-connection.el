@@ -89,9 +89,12 @@ durable acknowledgement of a delivery, whoever made it: PLIST has
 `exit' says the helper exited, which
 ends every view of its live executions: PLIST has `:generation',
 `:status', and `:unexpected' t unless Emacs shut it down.  Every
-function gets its own copy, so it may keep or modify it.  These
-events acknowledge nothing; an error in one function is reported
-and does not stop the others.
+function gets its own copy, so it may keep or modify it, except
+those added with `mevedel-execution-add-reader', which share it.
+`changed' events are coalesced: after one, the changes of the next
+quarter second come together in one, `:changed' holding the latest
+facts of each execution.  These events acknowledge nothing; an
+error in one function is reported and does not stop the others.
 
 The functions run from a timer, never inside the process filter,
 in the order the helper sent the events (and after the callbacks
