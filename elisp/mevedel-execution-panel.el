@@ -286,7 +286,7 @@ That is unless each one is a live row that only grew (see
          changed))))
 
 (defun mevedel-execution-panel--grew-only-p (new old)
-  "Return non-nil if the row of facts NEW shows what OLD's does, but for growth.
+  "Return non-nil if the rows of facts NEW and OLD differ only by growth.
 Only its runtime and output size may differ: the facts of
 `mevedel-execution-panel--row-keys' are the same."
   (cl-every (lambda (key) (equal (plist-get new key) (plist-get old key)))
