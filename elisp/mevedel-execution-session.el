@@ -143,7 +143,8 @@ it must not change them."
 
 (defvar mevedel-execution--held-changed nil
   "Alist of (SESSION-ID . CHANGED-FACTS) waiting for their `changed' event.
-CHANGED-FACTS is newest first, one per execution.")
+CHANGED-FACTS is newest first, one per execution; an entry is an
+event owed, even with none.")
 
 (defvar mevedel-execution--changed-sent (make-hash-table :test #'equal)
   "Per session id, the `float-time' its last `changed' event went out.")
@@ -180,15 +181,14 @@ ago: it then goes out with what follows, at that spacing."
     (when cell
       (setq mevedel-execution--held-changed (delq cell mevedel-execution--held-changed))
       (puthash session-id (float-time) mevedel-execution--changed-sent)
-      (when (cdr cell)
-        (with-temp-buffer
-          ;; Shared with the live table: only listeners that are not
-          ;; readers pay for a copy.
-          (mevedel-execution-emit
-           'changed (list :session-id session-id
-                          :changed (nreverse (cdr cell))
-                          :live (mevedel-execution--live-list session-id t))
-           t))))))
+      (with-temp-buffer
+        ;; Shared with the live table: only listeners that are not
+        ;; readers pay for a copy.
+        (mevedel-execution-emit
+         'changed (list :session-id session-id
+                        :changed (nreverse (cdr cell))
+                        :live (mevedel-execution--live-list session-id t))
+         t)))))
 
 (defun mevedel-execution-flush-changed ()
   "Send every held `changed' event now."
