@@ -143,8 +143,8 @@ it must not change them."
 
 (defvar mevedel-execution--held-changed nil
   "Alist of (SESSION-ID . CHANGED-FACTS) waiting for their `changed' event.
-CHANGED-FACTS is newest first, one per execution; an entry is an
-event owed, even with none.")
+CHANGED-FACTS is newest first, maybe several of one execution; an
+entry is an event owed, even with none.")
 
 (defvar mevedel-execution--changed-sent (make-hash-table :test #'equal)
   "Per session id, the `float-time' its last `changed' event went out.")
@@ -160,10 +160,7 @@ ago: it then goes out with what follows, at that spacing."
                    (car (push (list session-id) mevedel-execution--held-changed))))
          (last (gethash session-id mevedel-execution--changed-sent))
          (wait (and last (- (+ last mevedel-execution-changed-spacing) (float-time)))))
-    (dolist (facts changed)
-      (setcdr cell (cons facts (cl-remove (plist-get facts :execution-id) (cdr cell)
-                                          :key (lambda (f) (plist-get f :execution-id))
-                                          :test #'equal))))
+    (setcdr cell (append (reverse changed) (cdr cell)))
     (if (and wait (> wait 0))
         (unless mevedel-execution--changed-timer
           (setq mevedel-execution--changed-timer
@@ -186,9 +183,21 @@ ago: it then goes out with what follows, at that spacing."
         ;; readers pay for a copy.
         (mevedel-execution-emit
          'changed (list :session-id session-id
-                        :changed (nreverse (cdr cell))
+                        :changed (mevedel-execution--latest (cdr cell))
                         :live (mevedel-execution--live-list session-id t))
          t)))))
+
+(defun mevedel-execution--latest (facts-list)
+  "Return the latest facts of each execution in FACTS-LIST.
+FACTS-LIST is newest first; what is returned, oldest first."
+  (let ((seen (make-hash-table :test #'equal))
+        (out nil))
+    (dolist (facts facts-list)
+      (let ((id (plist-get facts :execution-id)))
+        (unless (gethash id seen)
+          (puthash id t seen)
+          (push facts out))))
+    out))
 
 (defun mevedel-execution-flush-changed ()
   "Send every held `changed' event now."
