@@ -103,7 +103,8 @@ bench-live200: build
 # What the exec/changed traffic of 200 live commands costs Emacs, with
 # their panel open, replayed without the commands (batch).
 bench-replay200: build
-	HOME=$$(mktemp -d) MEVEDEL_EXEC_PROGRAM=$(CURDIR)/bin/mevedel-exec emacs --batch -Q -L elisp -l test/bench/emacs/replay200.el
+	HOME=$$(mktemp -d) MEVEDEL_EXEC_PROGRAM=$(CURDIR)/bin/mevedel-exec REPLAY_SECONDS=$${REPLAY_SECONDS:-20} \
+	  emacs --batch -Q -L elisp -l test/bench/emacs/replay200.el
 
 # Emacs's 10 ms heartbeat while run-one-shot waits for a 2 s command,
 # next to the same wait with a blocking call-process.
