@@ -548,7 +548,7 @@ process filter, where waiting would corrupt the stream, it signals
     ;; a wake decided before an `owner/state' reply, say.
     (mevedel-execution-drain)
     (unless mevedel-execution--draining
-      (funcall mevedel-execution--flush-held-function))
+      (funcall mevedel-execution-flush-held-function))
     (pcase outcome
       (`(ok ,result) result)
       (`(error ,err)
@@ -599,7 +599,7 @@ TYPE names the event."
   (when mevedel-execution-event-functions
     (mevedel-execution-emit type (mevedel-execution-normalize params))))
 
-(defvar mevedel-execution--flush-held-function #'ignore
+(defvar mevedel-execution-flush-held-function #'ignore
   "Function that sends the events held back to be coalesced.
 Called before any other event goes out, and as a synchronous call
 returns, so that events keep the helper's order.")
@@ -624,7 +624,7 @@ which share PLIST, and the last listener, which gets PLIST itself
 unless SHARED says PLIST shares structure with the facade's tables.
 Events held back to be coalesced go out first."
   (unless (eq type 'changed)
-    (funcall mevedel-execution--flush-held-function))
+    (funcall mevedel-execution-flush-held-function))
   (let ((fns nil))
     (run-hook-wrapped 'mevedel-execution-event-functions
                       (lambda (fn) (push fn fns) nil))

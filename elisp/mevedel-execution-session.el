@@ -207,7 +207,7 @@ FACTS-LIST is newest first; what is returned, oldest first."
   (while mevedel-execution--held-changed
     (mevedel-execution--send-changed (caar mevedel-execution--held-changed))))
 
-(setq mevedel-execution--flush-held-function #'mevedel-execution-flush-changed)
+(setq mevedel-execution-flush-held-function #'mevedel-execution-flush-changed)
 
 ;;;;; The live table
 

@@ -27,6 +27,7 @@
 (require 'parse-time)
 (require 'subr-x)
 (require 'mevedel-execution)
+(require 'mevedel-execution-logs)
 
 (defgroup mevedel-execution-spool nil
   "Faces of the output buffers of mevedel-exec.
@@ -38,58 +39,6 @@ Their options are in the group `mevedel-execution'."
   "How many bytes of a log one page of an output buffer shows."
   :type 'natnum
   :group 'mevedel-execution)
-
-(defun mevedel-execution-spool--authority (owner as-user)
-  "Authority parameters for OWNER, or the user's when AS-USER."
-  (if as-user (list :as "user") (list :owner (or owner mevedel-execution-root-owner))))
-
-(defun mevedel-execution-spool-address (execution-id)
-  "Return the output address of EXECUTION-ID."
-  (format "artifact://executions/%s.log" execution-id))
-
-(cl-defun mevedel-execution-spool-read (session address &key owner as-user offset length line lines)
-  "Read the log at ADDRESS in SESSION.
-Either a byte range, OFFSET (default 0) and LENGTH (at most 1 MiB),
-or with LINE (1-based) a range of LINES lines.  Return a plist
-\(:text :offset :length :total-bytes :eof).  OWNER or AS-USER
-choose the authority."
-  (mevedel-execution-request
-   session 'spool/read
-   (append (list :address address :offset offset :length length :line line :lines lines)
-           (mevedel-execution-spool--authority owner as-user))
-   30))
-
-(cl-defun mevedel-execution-spool-grep (session pattern &key owner as-user glob addresses max-matches context)
-  "Search logs in SESSION for the RE2 PATTERN, line by line.
-GLOB (default \"executions/*.log\") or ADDRESSES say which logs.
-At most MAX-MATCHES matches (200 by default), with CONTEXT lines
-around each.  Return a plist (:matches (...) :truncated BOOL); each
-match is (:address :line :text), context lines add :context t.
-OWNER or AS-USER choose the authority."
-  (mevedel-execution-request
-   session 'spool/grep
-   (append (list :pattern pattern :glob glob
-                 :addresses (and addresses (vconcat addresses))
-                 :max-matches max-matches :context context)
-           (mevedel-execution-spool--authority owner as-user))
-   120))
-
-(cl-defun mevedel-execution-spool-glob (session &key pattern owner as-user)
-  "Return the addresses of SESSION's logs matching PATTERN.
-PATTERN is a logical glob, \"executions/*.log\" by default.  OWNER
-or AS-USER choose the authority."
-  (plist-get (mevedel-execution-request
-              session 'spool/glob
-              (append (list :pattern pattern)
-                      (mevedel-execution-spool--authority owner as-user)))
-             :addresses))
-
-(cl-defun mevedel-execution-spool-stat (session address &key owner as-user)
-  "Describe the log at ADDRESS in SESSION.
-Return (:address :logical-bytes :physical :physical-bytes :retired)."
-  (mevedel-execution-request
-   session 'spool/stat
-   (append (list :address address) (mevedel-execution-spool--authority owner as-user))))
 
 ;;;; Output buffers
 
