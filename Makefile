@@ -7,7 +7,7 @@ LDFLAGS := -X github.com/mevedel/mevedel-exec/rpc.ServerVersion=$(VERSION)
 CMD     ?= echo "hello from mevedel-exec in $$PWD"; for i in 1 2 3; do echo "tick $$i"; sleep 1; done
 export MEVEDEL_EXEC_PROGRAM := $(CURDIR)/$(BIN)
 
-.PHONY: setup build package run run-cli test test-go lint-go test-units test-elisp check bench bench-emacs bench-ack bench-oneshot bench-first-output bench-live200 clean
+.PHONY: setup build package run run-cli test test-go lint-go test-units test-elisp check bench bench-emacs bench-ack bench-oneshot bench-first-output bench-live200 bench-replay200 clean
 
 setup:
 	@scripts/setup.sh
@@ -99,6 +99,12 @@ bench-first-output: build
 # same commands under make-process.
 bench-live200: build
 	test/bench/emacs/tty.sh test/bench/emacs/live200.el
+
+# What the exec/changed traffic of 200 live commands costs Emacs, with
+# their panel open, replayed without the commands (batch).
+bench-replay200: build
+	HOME=$$(mktemp -d) MEVEDEL_EXEC_PROGRAM=$(CURDIR)/bin/mevedel-exec REPLAY_SECONDS=$${REPLAY_SECONDS:-20} \
+	  emacs --batch -Q -L elisp -l test/bench/emacs/replay200.el
 
 # Emacs's 10 ms heartbeat while run-one-shot waits for a 2 s command,
 # next to the same wait with a blocking call-process.

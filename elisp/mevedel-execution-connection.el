@@ -89,9 +89,12 @@ durable acknowledgement of a delivery, whoever made it: PLIST has
 `exit' says the helper exited, which
 ends every view of its live executions: PLIST has `:generation',
 `:status', and `:unexpected' t unless Emacs shut it down.  Every
-function gets its own copy, so it may keep or modify it.  These
-events acknowledge nothing; an error in one function is reported
-and does not stop the others.
+function gets its own copy, so it may keep or modify it, except
+those added with `mevedel-execution-add-reader', which share it.
+`changed' events are coalesced: after one, the changes of the next
+quarter second come together in one, `:changed' holding the latest
+facts of each execution.  These events acknowledge nothing; an
+error in one function is reported and does not stop the others.
 
 The functions run from a timer, never inside the process filter,
 in the order the helper sent the events (and after the callbacks
@@ -544,6 +547,8 @@ process filter, where waiting would corrupt the stream, it signals
     ;; What came before the answer is handled before the call returns:
     ;; a wake decided before an `owner/state' reply, say.
     (mevedel-execution-drain)
+    (unless mevedel-execution--draining
+      (funcall mevedel-execution-flush-held-function))
     (pcase outcome
       (`(ok ,result) result)
       (`(error ,err)
@@ -594,17 +599,42 @@ TYPE names the event."
   (when mevedel-execution-event-functions
     (mevedel-execution-emit type (mevedel-execution-normalize params))))
 
-(defun mevedel-execution-emit (type plist)
+(defvar mevedel-execution-flush-held-function #'ignore
+  "Function that sends the events held back to be coalesced.
+Called before any other event goes out, and as a synchronous call
+returns, so that events keep the helper's order.")
+
+(defvar mevedel-execution--readers (make-hash-table :test #'eq :weakness 'key)
+  "Listeners that only read what they are handed: they get no copy.")
+
+(defun mevedel-execution-add-reader (function &optional depth)
+  "Add FUNCTION to `mevedel-execution-event-functions' as a reader.
+A reader is handed each event's payload itself, shared with the
+other listeners and with the facade's own tables: it must never
+change it, nor anything in it.  It costs no copy.  DEPTH is as for
+`add-hook'."
+  (puthash function t mevedel-execution--readers)
+  (add-hook 'mevedel-execution-event-functions function depth))
+
+(defun mevedel-execution-emit (type plist &optional shared)
   "Give each of `mevedel-execution-event-functions' its copy of PLIST.
-TYPE names the event.  PLIST is fresh and nobody else's: the last
-listener gets it, each other one a copy taken before any ran."
+TYPE names the event.  Each listener gets a copy of PLIST taken
+before any ran, except readers (`mevedel-execution-add-reader'),
+which share PLIST, and the last listener, which gets PLIST itself
+unless SHARED says PLIST shares structure with the facade's tables.
+Events held back to be coalesced go out first."
+  (unless (eq type 'changed)
+    (funcall mevedel-execution-flush-held-function))
   (let ((fns nil))
     (run-hook-wrapped 'mevedel-execution-event-functions
                       (lambda (fn) (push fn fns) nil))
     (setq fns (nreverse fns))
     (while fns
-      (let ((fn (pop fns))
-            (arg (if fns (copy-tree plist) plist)))
+      (let* ((fn (pop fns))
+             (arg (if (or (gethash fn mevedel-execution--readers)
+                          (and (null fns) (not shared)))
+                      plist
+                    (copy-tree plist))))
         (condition-case-unless-debug err
             (funcall fn type arg)
           (error (message "mevedel-exec: error in %s listener: %s"

@@ -64,9 +64,24 @@ A finished one ran for its wall time."
      ((equal (plist-get facts :state) "settled")
       (and started (/ (or (plist-get facts :wall-ms) 0) 1000)))
      ((stringp started)
-      (let ((t0 (ignore-errors (parse-iso8601-time-string started))))
+      (let ((t0 (mevedel-execution-panel--start-time started)))
         (when t0
-          (max 0 (floor (float-time (time-subtract nil t0))))))))))
+          (max 0 (floor (- (float-time) t0)))))))))
+
+(defvar mevedel-execution-panel--start-times (make-hash-table :test #'equal)
+  "Cache of start stamps to `float-time': a panel redraws each row each second.")
+
+(defun mevedel-execution-panel--start-time (stamp)
+  "Return the RFC 3339 STAMP as a `float-time', or nil; remembered."
+  (let ((time (gethash stamp mevedel-execution-panel--start-times 'none)))
+    (when (eq time 'none)
+      (when (> (hash-table-count mevedel-execution-panel--start-times) 4096)
+        (clrhash mevedel-execution-panel--start-times))
+      (setq time (puthash stamp
+                          (let ((t0 (ignore-errors (parse-iso8601-time-string stamp))))
+                            (and t0 (float-time t0)))
+                          mevedel-execution-panel--start-times)))
+    time))
 
 (defun mevedel-execution-panel--local-time (stamp)
   "Return the RFC 3339 STAMP as local date and time, or \"-\"."

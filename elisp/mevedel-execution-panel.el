@@ -134,6 +134,17 @@ Each value is a plist (:bytes N :lines LIST :error STRING :pending BOOL).")
 (defvar-local mevedel-execution-panel--width nil
   "The window width the columns were last sized for.")
 
+(defvar-local mevedel-execution-panel--stale nil
+  "Non-nil while the rows hold facts newer than what is drawn.
+Only sizes and such: see `mevedel-execution-panel--on-changed'.")
+
+(defvar-local mevedel-execution-panel--later nil
+  "The timer that draws a stale panel, or nil.")
+
+(defconst mevedel-execution-panel-stale-seconds 1
+  "How long a panel may show an output size older than the helper's.
+The helper itself announces a size at most once a second.")
+
 (defvar mevedel-execution-panel-mode-map
   (let ((map (make-sparse-keymap)))
     (define-key map (kbd "RET") #'mevedel-execution-panel-inspect)
@@ -207,11 +218,18 @@ Label column takes what the others leave.
   (tabulated-list-init-header))
 
 (defun mevedel-execution-panel--detach ()
-  "Stop following the helper's events in this panel, and its timer."
+  "Stop following the helper's events in this panel, and its timers."
   (when mevedel-execution-panel--listener
     (remove-hook 'mevedel-execution-event-functions mevedel-execution-panel--listener)
     (setq mevedel-execution-panel--listener nil))
-  (mevedel-execution-panel--stop-timer))
+  (mevedel-execution-panel--stop-timer)
+  (mevedel-execution-panel--cancel-later))
+
+(defun mevedel-execution-panel--cancel-later ()
+  "Cancel the timer that would draw this stale panel."
+  (when mevedel-execution-panel--later
+    (cancel-timer mevedel-execution-panel--later)
+    (setq mevedel-execution-panel--later nil)))
 
 (defun mevedel-execution-panel--attach ()
   "Follow the helper's events in this panel."
@@ -229,12 +247,75 @@ Label column takes what the others leave.
                       ('settled (mevedel-execution-panel--on-settled plist))
                       ('exit (mevedel-execution-panel--on-exit plist))))))))
       (setq mevedel-execution-panel--listener listener)
-      (add-hook 'mevedel-execution-event-functions listener))))
+      (mevedel-execution-add-reader listener))))
 
 (defun mevedel-execution-panel--on-changed (plist)
-  "Show the live set of the `exec/changed' payload PLIST, if it is ours."
+  "Show the live set of the `exec/changed' payload PLIST, if it is ours.
+A row that comes or goes, or whose state, label or inspector
+changed, is drawn at once.  A change of only its output size or
+runtime is drawn within `mevedel-execution-panel-stale-seconds':
+with hundreds of live commands, that is one redraw a second, not
+one per event."
   (when (equal (plist-get plist :session-id) mevedel-execution-panel-session-id)
-    (mevedel-execution-panel-show (plist-get plist :live))))
+    (let ((live (mevedel-execution-panel--unfinished (plist-get plist :live))))
+      (if (mevedel-execution-panel--draw-now-p (plist-get plist :changed) live)
+          (mevedel-execution-panel-show live)
+        (setq mevedel-execution-panel-live-rows live)
+        (mevedel-execution-panel--draw-later)))))
+
+(defconst mevedel-execution-panel--row-keys
+  '(:execution-id :kind :monitor-id :owner :label :command :prompt :waiting-for-input
+    :state :status :exit-code :signal :outcome :started-at)
+  "The facts a row's cells show, but its runtime and output size.")
+
+(defun mevedel-execution-panel--draw-now-p (changed live)
+  "Return non-nil if the CHANGED facts, with LIVE after them, are drawn now.
+That is unless each one is a live row that only grew (see
+`mevedel-execution-panel--grew-only-p'), with its inspector closed."
+  (or (/= (length live) (length mevedel-execution-panel-live-rows))
+      (let ((rows (make-hash-table :test #'equal :size (length live))))
+        (dolist (f mevedel-execution-panel-live-rows)
+          (puthash (mevedel-execution-panel-id f) f rows))
+        (cl-some
+         (lambda (facts)
+           (let* ((id (mevedel-execution-panel-id facts))
+                  (old (gethash id rows)))
+             (or (null old)
+                 (member id mevedel-execution-panel-expanded)
+                 (not (mevedel-execution-panel--grew-only-p facts old)))))
+         changed))))
+
+(defun mevedel-execution-panel--grew-only-p (new old)
+  "Return non-nil if the rows of facts NEW and OLD differ only by growth.
+Only its runtime and output size may differ: the facts of
+`mevedel-execution-panel--row-keys' are the same."
+  (cl-every (lambda (key) (equal (plist-get new key) (plist-get old key)))
+            mevedel-execution-panel--row-keys))
+
+(defun mevedel-execution-panel--unfinished (live)
+  "Return LIVE without the rows this panel has as finished already."
+  (let ((finished (mapcar #'mevedel-execution-panel-id mevedel-execution-panel-finished-rows)))
+    (if finished
+        (cl-remove-if (lambda (f) (member (mevedel-execution-panel-id f) finished)) live)
+      live)))
+
+(defun mevedel-execution-panel--draw-later ()
+  "Draw this panel within `mevedel-execution-panel-stale-seconds'.
+Its runtime clock, when it runs, does it; else a timer."
+  (setq mevedel-execution-panel--stale t)
+  (unless (or mevedel-execution-panel--timer mevedel-execution-panel--later)
+    (let ((buffer (current-buffer)))
+      (setq mevedel-execution-panel--later
+            (run-at-time mevedel-execution-panel-stale-seconds nil
+                         #'mevedel-execution-panel--draw-stale buffer)))))
+
+(defun mevedel-execution-panel--draw-stale (buffer)
+  "Draw BUFFER's panel if it is stale."
+  (when (buffer-live-p buffer)
+    (with-current-buffer buffer
+      (setq mevedel-execution-panel--later nil)
+      (when (and mevedel-execution-panel--stale (not mevedel-execution-panel-closed))
+        (mevedel-execution-panel-redraw)))))
 
 (defun mevedel-execution-panel--keep-p (facts)
   "Return non-nil if the finished execution of FACTS stays as a row.
@@ -361,7 +442,7 @@ the inspector (\\<mevedel-execution-panel-mode-map>\\[mevedel-execution-panel-in
           ;; Not while the person types in the minibuffer about a row,
           ;; or searches the panel.
           (unless (or (active-minibuffer-window) (bound-and-true-p isearch-mode))
-            (mevedel-execution-panel-redraw t))
+            (mevedel-execution-panel-redraw (not mevedel-execution-panel--stale)))
         (mevedel-execution-panel--stop-timer)))))
 
 (defun mevedel-execution-panel--on-shown (&rest _)
@@ -444,6 +525,8 @@ is gone, the row that followed it takes its place."
 The columns are sized to the narrowest window showing the panel.
 CLOCK non-nil says only time passed: the mode line keeps the time
 of the helper's last report."
+  (setq mevedel-execution-panel--stale nil)
+  (mevedel-execution-panel--cancel-later)
   (let* ((order (mapcar #'car tabulated-list-entries))
          (here (mevedel-execution-panel--spot (point)))
          (windows (mapcar (lambda (w) (cons w (mevedel-execution-panel--spot (window-point w))))
@@ -503,8 +586,7 @@ of the helper's last report."
 GONE non-nil, the helper's exit status, says its helper exited.
 A row that starts waiting for input is also said in the echo area
 \(through `mevedel-execution-event-functions')."
-  (let ((finished (mapcar #'mevedel-execution-panel-id mevedel-execution-panel-finished-rows)))
-    (setq live (cl-remove-if (lambda (f) (member (mevedel-execution-panel-id f) finished)) live)))
+  (setq live (mevedel-execution-panel--unfinished live))
   (setq mevedel-execution-panel-live-rows live)
   (setq mevedel-execution-panel-gone gone)
   (dolist (f live)

@@ -217,7 +217,7 @@ person stopped: they know."
 
 ;; Before the views: a panel drops a row as it settles, and whether it
 ;; was on screen is asked first.
-(add-hook 'mevedel-execution-event-functions #'mevedel-execution-person--listener -90)
+(mevedel-execution-add-reader #'mevedel-execution-person--listener -90)
 
 ;;;; Running commands
 
@@ -246,6 +246,11 @@ end: it learns it here."
       (with-current-buffer buffer (mevedel-execution-spool-note-facts facts)))
     (mevedel-execution-person--announce-end sid facts)))
 
+(defconst mevedel-execution-person--start-output-chars 65536
+  "The most output a person's start answer brings.
+Started without waiting, a command has rarely printed more; when it
+has, its buffer reads the last page instead.")
+
 (defun mevedel-execution-person--run (command directory tty &optional label kind)
   "Run COMMAND in DIRECTORY for a person; return its output buffer.
 TTY non-nil gives it a terminal.  LABEL names it.  KIND is what the
@@ -263,7 +268,9 @@ or \"Compile\"."
                          :yield-ms 0
                          :tty (and tty t)
                          :label label
-                         :max-output-chars 1)
+                         ;; What it printed already comes with the
+                         ;; answer, and shows without another request.
+                         :max-output-chars mevedel-execution-person--start-output-chars)
                    ;; The first command on a host opens its connection.
                    60)
                 ;; A refusal (backgrounding, an unknown host key...) is
@@ -276,9 +283,11 @@ or \"Compile\"."
     (when (> (hash-table-count mevedel-execution-person--kinds) 4096)
       (clrhash mevedel-execution-person--kinds))
     (puthash (cons sid id) (or kind "Command") mevedel-execution-person--kinds)
-    ;; From its end: a command that printed a page already is shown
-    ;; where it goes on, as a terminal would.
-    (let ((buffer (mevedel-execution-spool-open-output session id t facts)))
+    ;; What it printed so far came with the answer and shows at once;
+    ;; more than that is shown from its last page, where it goes on,
+    ;; as a terminal would.
+    (let ((buffer (mevedel-execution-spool-open-started session id facts
+                                                         (plist-get obs :output))))
       (if (plist-get obs :final)
           (mevedel-execution-person--ended session facts)
         (mevedel-execution-person--await-end session id))

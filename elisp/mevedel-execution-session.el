@@ -87,18 +87,127 @@ what the helper sent before the answer.  The handle is for
 
 (cl-defmethod mevedel-execution-handle-notification (_conn (_method (eql 'exec/changed)) params)
   "Merge the executions that changed, PARAMS, into their session's live table.
-Then hand listeners the `changed' event: `:session-id', `:changed'
-\=(the facts the helper sent) and `:live' (every live execution of
-the session, in `exec/list' order)."
+The output buffers following one of them learn it at once; the
+listeners get the `changed' event, coalesced (see
+`mevedel-execution--hold-changed')."
   (let* ((plist (mevedel-execution-normalize params))
          (session-id (plist-get plist :session-id))
          (changed (plist-get plist :changed)))
     (mevedel-execution--live-merge session-id changed)
+    (dolist (facts changed)
+      (dolist (fn (gethash (cons session-id (plist-get facts :execution-id))
+                           mevedel-execution--followers))
+        (condition-case-unless-debug err
+            (funcall fn facts)
+          (error (message "mevedel-exec: error in a follower: %s"
+                          (error-message-string err))))))
     (when (default-value 'mevedel-execution-event-functions)
+      (mevedel-execution--hold-changed session-id changed))))
+
+;;;;; Followers of one execution
+
+;; An output buffer follows one execution's growth, ten times a second
+;; while it streams.  It is told directly, not through the `changed'
+;; event, which is coalesced and built for whole live sets.
+
+(defvar mevedel-execution--followers (make-hash-table :test #'equal)
+  "Per (SESSION-ID . EXECUTION-ID), the functions told of its new facts.")
+
+(defun mevedel-execution-follow-facts (session-id execution-id function &optional remove)
+  "Call FUNCTION with the new facts of EXECUTION-ID in SESSION-ID, each time.
+Each time the helper sends them, that is; with REMOVE, stop.
+FUNCTION runs from the queue, as event listeners do, but at once:
+it is not coalesced.  It is handed the live table's own facts, so
+it must not change them."
+  (let* ((key (cons session-id execution-id))
+         (fns (delq function (gethash key mevedel-execution--followers))))
+    (unless remove (push function fns))
+    (if fns
+        (puthash key fns mevedel-execution--followers)
+      (remhash key mevedel-execution--followers))))
+
+;;;;; Coalesced `changed' events
+
+;; Hundreds of live commands make the helper send `exec/changed' many
+;; times a second, and each `changed' event hands every listener the
+;; whole live set: a panel redraws it.  So the first change after a
+;; quiet spell goes out at once, and the ones that follow within
+;; `mevedel-execution-changed-spacing' go out together at its end,
+;; their `:changed' merged (the latest facts of each execution) and
+;; `:live' as it is then.  Every other event, and the end of every
+;; synchronous call, first sends what is held: the order the helper
+;; sent things in is kept.
+
+(defconst mevedel-execution-changed-spacing 0.25
+  "Seconds between two `changed' events of one session, at least.")
+
+(defvar mevedel-execution--held-changed nil
+  "Alist of (SESSION-ID . CHANGED-FACTS) waiting for their `changed' event.
+CHANGED-FACTS is newest first, maybe several of one execution; an
+entry is an event owed, even with none.")
+
+(defvar mevedel-execution--changed-sent (make-hash-table :test #'equal)
+  "Per session id, the `float-time' its last `changed' event went out.")
+
+(defvar mevedel-execution--changed-timer nil
+  "The timer that sends the held `changed' events, or nil.")
+
+(defun mevedel-execution--hold-changed (session-id changed)
+  "Send the `changed' event of SESSION-ID with CHANGED now, or hold it.
+Held when one went out less than `mevedel-execution-changed-spacing'
+ago: it then goes out with what follows, at that spacing."
+  (let* ((cell (or (assoc session-id mevedel-execution--held-changed)
+                   (car (push (list session-id) mevedel-execution--held-changed))))
+         (last (gethash session-id mevedel-execution--changed-sent))
+         (wait (and last (- (+ last mevedel-execution-changed-spacing) (float-time)))))
+    (setcdr cell (append (reverse changed) (cdr cell)))
+    (if (and wait (> wait 0))
+        (unless mevedel-execution--changed-timer
+          (setq mevedel-execution--changed-timer
+                (run-at-time wait nil #'mevedel-execution--changed-due)))
+      (mevedel-execution--send-changed session-id))))
+
+(defun mevedel-execution--changed-due ()
+  "Send the held `changed' events, from the queue (where events run)."
+  (setq mevedel-execution--changed-timer nil)
+  (mevedel-execution-defer #'mevedel-execution-flush-changed))
+
+(defun mevedel-execution--send-changed (session-id)
+  "Send the held `changed' event of SESSION-ID, if one is held."
+  (let ((cell (assoc session-id mevedel-execution--held-changed)))
+    (when cell
+      (setq mevedel-execution--held-changed (delq cell mevedel-execution--held-changed))
+      (puthash session-id (float-time) mevedel-execution--changed-sent)
       (with-temp-buffer
+        ;; Shared with the live table: only listeners that are not
+        ;; readers pay for a copy.
         (mevedel-execution-emit
-         'changed (list :session-id session-id :changed changed
-                        :live (mevedel-execution--live-list session-id)))))))
+         'changed (list :session-id session-id
+                        :changed (mevedel-execution--latest (cdr cell))
+                        :live (mevedel-execution--live-list session-id t))
+         t)))))
+
+(defun mevedel-execution--latest (facts-list)
+  "Return the latest facts of each execution in FACTS-LIST.
+FACTS-LIST is newest first; what is returned, oldest first."
+  (let ((seen (make-hash-table :test #'equal))
+        (out nil))
+    (dolist (facts facts-list)
+      (let ((id (plist-get facts :execution-id)))
+        (unless (gethash id seen)
+          (puthash id t seen)
+          (push facts out))))
+    out))
+
+(defun mevedel-execution-flush-changed ()
+  "Send every held `changed' event now."
+  (when mevedel-execution--changed-timer
+    (cancel-timer mevedel-execution--changed-timer)
+    (setq mevedel-execution--changed-timer nil))
+  (while mevedel-execution--held-changed
+    (mevedel-execution--send-changed (caar mevedel-execution--held-changed))))
+
+(setq mevedel-execution-flush-held-function #'mevedel-execution-flush-changed)
 
 ;;;;; The live table
 
@@ -125,8 +234,9 @@ A settled execution leaves it; any other is added or replaced."
       (let ((id (plist-get facts :execution-id)))
         (if (equal (plist-get facts :state) "settled")
             (remhash id table)
-          ;; A copy: listeners may change what they are handed.
-          (puthash id (copy-tree facts) table))))))
+          ;; Fresh from the wire: listeners that may change what they
+          ;; are handed get copies (`mevedel-execution-emit').
+          (puthash id facts table))))))
 
 (defun mevedel-execution--live-seed (session-id executions)
   "Make EXECUTIONS, an `exec/list' answer, the live table of SESSION-ID."
@@ -143,13 +253,20 @@ Started ones by start, then the others; ties by id (arrival)."
           ((and sa (not (equal sa sb))) (string< sa sb))
           (t (string< (plist-get a :execution-id) (plist-get b :execution-id))))))
 
-(defun mevedel-execution--live-list (session-id)
-  "Return fresh facts of the live executions of SESSION-ID, in list order."
+(defun mevedel-execution--live-list (session-id &optional shared)
+  "Return fresh facts of the live executions of SESSION-ID, in list order.
+SHARED: the table's own facts, not copies; a fresh list still."
   (let ((table (gethash session-id mevedel-execution--live))
         (out nil))
     (when table
-      (maphash (lambda (_id facts) (push (copy-tree facts) out)) table))
+      (maphash (lambda (_id facts) (push (if shared facts (copy-tree facts)) out)) table))
     (sort out #'mevedel-execution--live-before-p)))
+
+(defun mevedel-execution-live-facts (session-id execution-id)
+  "Return a copy of the live table's facts of EXECUTION-ID in SESSION-ID, or nil.
+Nil too once it settled: it left the table."
+  (let ((table (gethash session-id mevedel-execution--live)))
+    (and table (copy-tree (gethash execution-id table)))))
 
 (defun mevedel-execution-forget-live (generation)
   "Empty the live tables of the sessions open on helper GENERATION.

@@ -27,6 +27,7 @@
 (require 'parse-time)
 (require 'subr-x)
 (require 'mevedel-execution)
+(require 'mevedel-execution-logs)
 
 (defgroup mevedel-execution-spool nil
   "Faces of the output buffers of mevedel-exec.
@@ -38,58 +39,6 @@ Their options are in the group `mevedel-execution'."
   "How many bytes of a log one page of an output buffer shows."
   :type 'natnum
   :group 'mevedel-execution)
-
-(defun mevedel-execution-spool--authority (owner as-user)
-  "Authority parameters for OWNER, or the user's when AS-USER."
-  (if as-user (list :as "user") (list :owner (or owner mevedel-execution-root-owner))))
-
-(defun mevedel-execution-spool-address (execution-id)
-  "Return the output address of EXECUTION-ID."
-  (format "artifact://executions/%s.log" execution-id))
-
-(cl-defun mevedel-execution-spool-read (session address &key owner as-user offset length line lines)
-  "Read the log at ADDRESS in SESSION.
-Either a byte range, OFFSET (default 0) and LENGTH (at most 1 MiB),
-or with LINE (1-based) a range of LINES lines.  Return a plist
-\(:text :offset :length :total-bytes :eof).  OWNER or AS-USER
-choose the authority."
-  (mevedel-execution-request
-   session 'spool/read
-   (append (list :address address :offset offset :length length :line line :lines lines)
-           (mevedel-execution-spool--authority owner as-user))
-   30))
-
-(cl-defun mevedel-execution-spool-grep (session pattern &key owner as-user glob addresses max-matches context)
-  "Search logs in SESSION for the RE2 PATTERN, line by line.
-GLOB (default \"executions/*.log\") or ADDRESSES say which logs.
-At most MAX-MATCHES matches (200 by default), with CONTEXT lines
-around each.  Return a plist (:matches (...) :truncated BOOL); each
-match is (:address :line :text), context lines add :context t.
-OWNER or AS-USER choose the authority."
-  (mevedel-execution-request
-   session 'spool/grep
-   (append (list :pattern pattern :glob glob
-                 :addresses (and addresses (vconcat addresses))
-                 :max-matches max-matches :context context)
-           (mevedel-execution-spool--authority owner as-user))
-   120))
-
-(cl-defun mevedel-execution-spool-glob (session &key pattern owner as-user)
-  "Return the addresses of SESSION's logs matching PATTERN.
-PATTERN is a logical glob, \"executions/*.log\" by default.  OWNER
-or AS-USER choose the authority."
-  (plist-get (mevedel-execution-request
-              session 'spool/glob
-              (append (list :pattern pattern)
-                      (mevedel-execution-spool--authority owner as-user)))
-             :addresses))
-
-(cl-defun mevedel-execution-spool-stat (session address &key owner as-user)
-  "Describe the log at ADDRESS in SESSION.
-Return (:address :logical-bytes :physical :physical-bytes :retired)."
-  (mevedel-execution-request
-   session 'spool/stat
-   (append (list :address address) (mevedel-execution-spool--authority owner as-user))))
 
 ;;;; Output buffers
 
@@ -471,25 +420,46 @@ because it ended meanwhile, or a helper out of reach changes nothing."
     (unless (equal (plist-get mevedel-execution-spool--facts :state) "settled")
       (mevedel-execution-spool--send-follow (car followed) (cdr followed) nil))))
 
+(defvar-local mevedel-execution-spool--follower nil
+  "(SESSION-ID EXECUTION-ID FUNCTION): how this buffer learns new facts.
+See `mevedel-execution-follow-facts'.")
+
 (defun mevedel-execution-spool--detach ()
   "Stop following the helper's events in this buffer."
   (when mevedel-execution-spool--listener
     (remove-hook 'mevedel-execution-event-functions mevedel-execution-spool--listener)
-    (setq mevedel-execution-spool--listener nil)))
+    (setq mevedel-execution-spool--listener nil))
+  (when mevedel-execution-spool--follower
+    (apply #'mevedel-execution-follow-facts
+           (append mevedel-execution-spool--follower '(t)))
+    (setq mevedel-execution-spool--follower nil)))
 
 (defun mevedel-execution-spool--attach ()
-  "Follow the helper's events about this buffer's execution."
+  "Follow the helper's events about this buffer's execution.
+Its new facts come at once, each time the helper sends them (see
+`mevedel-execution-follow-facts'); its settlement and the helper's
+exit as events."
   (unless mevedel-execution-spool--listener
-    (let ((buffer (current-buffer))
-          (listener nil))
+    (let* ((buffer (current-buffer))
+           (listener nil)
+           (follower (list (mevedel-execution-session-id mevedel-execution-buffer-session)
+                           mevedel-execution-spool--execution-id nil)))
       (setq listener
             (lambda (type plist)
               (if (not (buffer-live-p buffer))
                   (remove-hook 'mevedel-execution-event-functions listener)
                 (with-current-buffer buffer
                   (mevedel-execution-spool--on-event type plist)))))
-      (setq mevedel-execution-spool--listener listener)
-      (add-hook 'mevedel-execution-event-functions listener))))
+      (setf (nth 2 follower)
+            (lambda (facts)
+              (if (not (buffer-live-p buffer))
+                  (apply #'mevedel-execution-follow-facts (append follower '(t)))
+                (with-current-buffer buffer
+                  (mevedel-execution-spool-note-facts facts)))))
+      (setq mevedel-execution-spool--listener listener
+            mevedel-execution-spool--follower follower)
+      (mevedel-execution-add-reader listener)
+      (apply #'mevedel-execution-follow-facts follower))))
 
 (defun mevedel-execution-spool--on-event (type plist)
   "Handle the event TYPE with PLIST for this output buffer."
@@ -497,12 +467,6 @@ because it ended meanwhile, or a helper out of reach changes nothing."
          (sid (and session (mevedel-execution-session-id session)))
          (id mevedel-execution-spool--execution-id))
     (pcase type
-      ('changed
-       (when (equal (plist-get plist :session-id) sid)
-         (let ((facts (cl-find id (plist-get plist :live)
-                               :key (lambda (f) (plist-get f :execution-id)) :test #'equal)))
-           (when facts
-             (mevedel-execution-spool-note-facts facts)))))
       ('settled
        (let ((facts (plist-get plist :facts)))
          (when (and (equal (plist-get plist :session-id) sid)
@@ -787,16 +751,30 @@ execution.  Return the buffer; an id without output signals a
    (let ((session (mevedel-execution-read-session "Session")))
      (list session (mevedel-execution-spool--read-execution session) current-prefix-arg)))
   (let* ((address (mevedel-execution-spool-address execution-id))
-         (name (format "*mevedel-exec output %s*" execution-id))
          (stat (condition-case err
                    (mevedel-execution-spool-stat session address :as-user t)
                  (mevedel-execution-helper-error
                   (user-error "No output of %s in session %s: %s"
                               execution-id (mevedel-execution-session-id session)
                               (plist-get (nth 2 err) :message)))))
-         (buffer (or (mevedel-execution-spool-output-buffer
-                      (mevedel-execution-session-id session) execution-id)
-                     (get-buffer-create name))))
+         (buffer (mevedel-execution-spool--prepare session execution-id facts)))
+    (with-current-buffer buffer
+      (if (not from-end)
+          (mevedel-execution-spool--show session address 0)
+        (setq mevedel-execution-spool--source
+              (list session address 0 (or (plist-get stat :logical-bytes) 0) 0))
+        (mevedel-execution-spool-last-page))
+      (mevedel-execution-spool--follow))
+    (when (called-interactively-p 'interactive)
+      (pop-to-buffer buffer))
+    buffer))
+
+(defun mevedel-execution-spool--prepare (session execution-id facts)
+  "Return the output buffer of EXECUTION-ID in SESSION, set up and following.
+FACTS, when known, are the execution's facts; the text is not shown yet."
+  (let ((buffer (or (mevedel-execution-spool-output-buffer
+                     (mevedel-execution-session-id session) execution-id)
+                    (get-buffer-create (format "*mevedel-exec output %s*" execution-id)))))
     (with-current-buffer buffer
       (unless (derived-mode-p 'mevedel-execution-spool-output-mode)
         (mevedel-execution-spool-output-mode))
@@ -811,16 +789,52 @@ execution.  Return the buffer; an id without output signals a
                    (or (file-remote-p cwd) (file-directory-p cwd)))
           (setq default-directory (file-name-as-directory cwd))))
       (mevedel-execution-spool--attach)
-      (mevedel-execution-spool--ask-follow session execution-id)
-      (if (not from-end)
-          (mevedel-execution-spool--show session address 0)
-        (setq mevedel-execution-spool--source
-              (list session address 0 (or (plist-get stat :logical-bytes) 0) 0))
-        (mevedel-execution-spool-last-page))
-      (mevedel-execution-spool--follow))
-    (when (called-interactively-p 'interactive)
-      (pop-to-buffer buffer))
+      (mevedel-execution-spool--ask-follow session execution-id))
     buffer))
+
+(defun mevedel-execution-spool--whole-output-p (output facts)
+  "Return non-nil if OUTPUT is its execution's log from byte 0, byte for byte.
+OUTPUT is the first observation's, FACTS the facts it came with.
+Nothing may be omitted, and no U+FFFD may stand for an invalid byte:
+its length in the log would not be its length here."
+  (and (stringp output)
+       (eql (or (plist-get facts :omitted-bytes) 0) 0)
+       (not (string-search "\ufffd" output))
+       (<= (string-bytes output) (or (plist-get facts :output-bytes) 0))))
+
+(defun mevedel-execution-spool-open-started (session execution-id facts output)
+  "Show the output of EXECUTION-ID in SESSION, from what its start answered.
+FACTS and OUTPUT are the start reply's (its first observation, so
+OUTPUT begins at the log's first byte).  When OUTPUT is the log so
+far, whole, the buffer shows it at once and follows from there: no
+request waits for the helper.  Otherwise this is
+`mevedel-execution-spool-open-output' from the end.  Return the
+buffer."
+  (if (not (mevedel-execution-spool--whole-output-p output facts))
+      (mevedel-execution-spool-open-output session execution-id t facts)
+    (let* ((address (mevedel-execution-spool-address execution-id))
+           (buffer (mevedel-execution-spool--prepare session execution-id facts))
+           (length (string-bytes output)))
+      (with-current-buffer buffer
+        (let ((inhibit-read-only t))
+          (erase-buffer))
+        (setq ansi-color-context nil
+              mevedel-execution-spool--held ""
+              mevedel-execution-spool--tailing t
+              mevedel-execution-spool--source
+              (list session address 0 (max length (or (plist-get facts :output-bytes) 0))
+                    length))
+        (mapc (lambda (c) (set-marker (car c) nil)) mevedel-execution-spool--cuts)
+        (setq mevedel-execution-spool--cuts nil)
+        (mevedel-execution-spool--insert output)
+        (goto-char (point-max))
+        ;; Growth the helper announced before this buffer listened is
+        ;; in the live table already.
+        (let ((newer (mevedel-execution-live-facts
+                      (mevedel-execution-session-id session) execution-id)))
+          (when newer (mevedel-execution-spool-note-facts newer)))
+        (mevedel-execution-spool--follow))
+      buffer)))
 
 (provide 'mevedel-execution-spool)
 ;;; mevedel-execution-spool.el ends here

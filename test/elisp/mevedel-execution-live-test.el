@@ -91,6 +91,54 @@ it the one time its final facts come."
          "only b to be live")
         (mevedel-execution-stop-user session b)))))
 
+(ert-deftest mevedel-execution-live-test-changes-coalesce ()
+  "A burst of changes reaches listeners as at most two events, the last one current.
+The first goes out at once, the rest together a moment later, with
+each execution's latest facts.  A listener that changes what it is
+handed changes nothing for a reader, nor the live table, and an
+output buffer's follower hears of each change at once."
+  (mevedel-execution-test--with-helper session
+    (let* ((sid (mevedel-execution-session-id session))
+           (events nil)
+           (read-states nil)
+           (heard nil)
+           (mangler (lambda (type plist)
+                      (when (eq type 'changed)
+                        (dolist (f (plist-get plist :live)) (plist-put f :state "mangled")))))
+           (reader (lambda (type plist)
+                     (when (and (eq type 'changed) (equal (plist-get plist :session-id) sid))
+                       (push (plist-get plist :changed) events)
+                       (dolist (f (plist-get plist :live))
+                         (push (plist-get f :state) read-states)))))
+           (follower (lambda (facts) (push (plist-get facts :output-bytes) heard)))
+           (mevedel-execution-event-functions (list mangler)))
+      ;; After the table's seeding, which the open asked for.
+      (should-not (mevedel-execution-list-user session))
+      (mevedel-execution-add-reader reader)
+      (mevedel-execution-follow-facts sid "exec-zzzzz-000001" follower)
+      (unwind-protect
+          (progn
+            (dotimes (i 5)
+              (mevedel-execution--dispatch-notification
+               mevedel-execution--current 'exec/changed
+               (list :sessionId sid
+                     :changed (vector (list :executionId "exec-zzzzz-000001" :owner "/root"
+                                            :command "yes" :state "running"
+                                            :outputBytes (1+ i)))))
+              (mevedel-execution-drain))
+            (should (equal (nreverse heard) '(1 2 3 4 5)))
+            (should (<= (length events) 1))
+            (mevedel-execution-test--wait-until
+             (lambda () (equal (plist-get (car (car events)) :output-bytes) 5))
+             "the last size, in a later event")
+            (should (<= (length events) 2))
+            (should (= 1 (length (car events))))
+            (should (member "running" read-states))
+            (should-not (member "mangled" read-states))
+            (should (equal (plist-get (car (mevedel-execution-live session)) :state) "running")))
+        (mevedel-execution-follow-facts sid "exec-zzzzz-000001" follower t)
+        (remove-hook 'mevedel-execution-event-functions reader)))))
+
 (provide 'mevedel-execution-live-test)
 
 ;;; mevedel-execution-live-test.el ends here

@@ -149,6 +149,41 @@
         (should-not (mevedel-execution-panel-test--shown-p "| tick"))
         (should (equal (tabulated-list-get-id) id))))))
 
+(ert-deftest mevedel-execution-panel-test-growth-drawn-within-a-second ()
+  "A row that only grew is drawn within a second; one that changed state at once.
+With hundreds of live commands the helper reports output growth many
+times a second: the panel does not redraw every row on each."
+  (mevedel-execution-test--with-helper session
+    (mevedel-execution-panel-test--with-panel session panel
+      (let* ((sid (mevedel-execution-session-id session))
+             (id "exec-zzzzz-000007")
+             (facts (list :executionId id :owner "/root" :command "make" :label "build"
+                          :state "running" :outputBytes 0))
+             (redraws 0)
+             (count (lambda (&rest _) (cl-incf redraws))))
+        (mevedel-execution-panel-test--changed sid facts)
+        (should (equal (mevedel-execution-panel-test--column id "Output") "0 B"))
+        (advice-add 'mevedel-execution-panel-redraw :before count)
+        (unwind-protect
+            (progn
+              (dotimes (i 5)
+                (mevedel-execution-panel-test--changed
+                 sid (plist-put (copy-sequence facts) :outputBytes (* 1024 (1+ i)))))
+              (should (= redraws 0))
+              (should (equal (mevedel-execution-panel-test--column id "Output") "0 B"))
+              (mevedel-execution-test--wait-until
+               (lambda () (equal (mevedel-execution-panel-test--column id "Output") "5 KiB"))
+               "the last size")
+              (should (= redraws 1))
+              ;; Waiting for input is news: drawn at once.
+              (mevedel-execution-panel-test--changed
+               sid (append (list :waitingForInput t :prompt "Password:")
+                           (plist-put (copy-sequence facts) :outputBytes 6000)))
+              (should (= redraws 2))
+              (should (string-match-p "Password:"
+                                      (mevedel-execution-panel-test--column id "Label"))))
+          (advice-remove 'mevedel-execution-panel-redraw count))))))
+
 (ert-deftest mevedel-execution-panel-test-monitor ()
   "A monitor of the real helper shows as one row of kind monitor; k stops it."
   (mevedel-execution-test--with-helper session

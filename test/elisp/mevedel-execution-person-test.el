@@ -82,6 +82,33 @@ Return (EXECUTION-ID . GATE)."
 
 ;;;; The shell command and its live output
 
+(ert-deftest mevedel-execution-person-test-shell-command-waits-once ()
+  "M-x mevedel-execution-shell-command waits for the helper once: the start.
+Its output buffer is open and following when it returns, and the
+first output comes into it by itself, without another wait."
+  (mevedel-execution-person-test--with session
+    (ignore session)
+    (let* ((dir (mevedel-execution-person-test--project))
+           (default-directory dir)
+           (gate (mevedel-execution-mailbox-test--gate))
+           ;; The person's session opens first, as for any command.
+           (_ (mevedel-execution-person-session dir))
+           (waits nil)
+           (note (lambda (_conn method &rest _) (push method waits)))
+           (buffer nil))
+      (advice-add 'mevedel-execution-call :before note)
+      (unwind-protect
+          (setq buffer (mevedel-execution-shell-command
+                        (format "printf ready; read -r _ < %s" (shell-quote-argument gate))))
+        (advice-remove 'mevedel-execution-call note))
+      (should (equal waits '(exec/start)))
+      (mevedel-execution-test--wait-until
+       (lambda () (equal (mevedel-execution-person-test--text buffer) "ready"))
+       "the first output")
+      (mevedel-execution-mailbox-test--open gate)
+      (mevedel-execution-test--wait-until
+       (lambda () (mevedel-execution-person-test--settled-p buffer)) "its end"))))
+
 (ert-deftest mevedel-execution-person-test-shell-command-follows ()
   "M-x mevedel-execution-shell-command shows a live output buffer.
 It appends output as it comes (no g), renders colours, handles

@@ -103,5 +103,78 @@ output ten times a second, not once."
             (should (>= (length sizes) 6)))
         (kill-buffer buffer)))))
 
+(defun mevedel-execution-spool-test--requests (thunk)
+  "Call THUNK; return (VALUE . METHODS), the methods it sent the helper."
+  (let* ((methods nil)
+         (note (lambda (_conn method &rest _) (push method methods))))
+    (advice-add 'jsonrpc--async-request-1 :before note)
+    (unwind-protect
+        (let ((value (funcall thunk)))
+          (cons value (nreverse methods)))
+      (advice-remove 'jsonrpc--async-request-1 note))))
+
+(ert-deftest mevedel-execution-spool-test-open-from-the-start-answer ()
+  "What a start answered shows in its output buffer at once, then follows.
+No request waits for the helper: the text, multibyte and with a
+carriage return rewriting its line, is the answer's; what comes
+later is appended from the right byte.  An answer that is not the
+log byte for byte (an invalid byte, shown as U+FFFD) is read from
+the log instead."
+  (mevedel-execution-test--with-helper session
+    (let* ((gate (mevedel-execution-mailbox-test--gate))
+           (obs (mevedel-execution-test--start
+                 session (format "printf 'h\\303\\251llo\\nstep 1\\rstep 2\\nready\\n'; read -r _ < %s; echo more"
+                                 (shell-quote-argument gate))
+                 :yield-time-ms 20000 :ready-pattern "^ready$" :max-output-chars 4096))
+           (facts (plist-get obs :facts))
+           (id (plist-get facts :execution-id))
+           (opened (mevedel-execution-spool-test--requests
+                    (lambda ()
+                      (mevedel-execution-spool-open-started
+                       session id facts (plist-get obs :output)))))
+           (buffer (car opened)))
+      (unwind-protect
+          (progn
+            (should (equal (plist-get obs :output) "h\u00e9llo\nstep 1\rstep 2\nready\n"))
+            ;; Only the follow, which waits for nothing.
+            (should (equal (cdr opened) '(exec/follow)))
+            (should (equal (with-current-buffer buffer (buffer-string))
+                           "h\u00e9llo\nstep 2\nready\n"))
+            (mevedel-execution-mailbox-test--open gate)
+            (mevedel-execution-test--wait-until
+             (lambda () (with-current-buffer buffer
+                          (equal (plist-get mevedel-execution-spool--facts :state) "settled")))
+             "the command's end")
+            (mevedel-execution-test--wait-until
+             (lambda () (equal (with-current-buffer buffer (buffer-string))
+                               "h\u00e9llo\nstep 2\nready\nmore\n"))
+             "the rest, appended once"))
+        (kill-buffer buffer))
+      ;; An invalid byte: the answer is not the log, which is read.
+      (let* ((gate (mevedel-execution-mailbox-test--gate))
+             (obs (mevedel-execution-test--start
+                   session (format "printf 'a\\377b\\nready\\n'; read -r _ < %s; echo more"
+                                   (shell-quote-argument gate))
+                   :yield-time-ms 20000 :ready-pattern "^ready$" :max-output-chars 4096))
+             (facts (plist-get obs :facts))
+             (id (plist-get facts :execution-id))
+             (opened (mevedel-execution-spool-test--requests
+                      (lambda ()
+                        (mevedel-execution-spool-open-started
+                         session id facts (plist-get obs :output)))))
+             (buffer (car opened)))
+        (unwind-protect
+            (progn
+              (should (string-search "\ufffd" (plist-get obs :output)))
+              (should (memq 'spool/read (cdr opened)))
+              (mevedel-execution-mailbox-test--open gate)
+              (mevedel-execution-test--wait-until
+               (lambda () (with-current-buffer buffer
+                            (string-suffix-p "ready\nmore\n" (buffer-string))))
+               "the rest, from the log's own offset")
+              (should (= 1 (with-current-buffer buffer
+                             (how-many "^more$" (point-min) (point-max))))))
+          (kill-buffer buffer))))))
+
 (provide 'mevedel-execution-spool-test)
 ;;; mevedel-execution-spool-test.el ends here

@@ -300,7 +300,9 @@ on return."
     (mevedel-execution--dispatch-notification
      mevedel-execution--current 'exec/changed
      (list :sessionId session-id :changed (vconcat gone live))))
-  (mevedel-execution-drain))
+  (mevedel-execution-drain)
+  ;; Not held to be coalesced with the next one.
+  (mevedel-execution-flush-changed))
 
 (defun mevedel-execution-panel-test--wait-gone (id what)
   "Wait until the current panel has no row ID; WHAT names the wait.

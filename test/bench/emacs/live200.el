@@ -136,6 +136,9 @@
 
 (setq mevedel-execution-program
       (or (getenv "MEVEDEL_EXEC_PROGRAM") mevedel-execution-program))
+;; On a loaded machine the panel's listing, answered behind the
+;; notifications of 200 commands, can take longer than the default.
+(setq mevedel-execution-request-timeout 60)
 (defun live200-bench--guard (fn)
   "Return FN wrapped so that an error ends the benchmark with a report."
   (lambda (&rest args)
