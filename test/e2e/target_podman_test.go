@@ -146,9 +146,9 @@ func containerAlive(name string) func(int) bool {
 
 // podmanPlace is a fresh helper and session for a container as user
 // (empty: the container's own).
-func podmanPlace(t *testing.T, name, user string) targetPlace {
+func podmanPlace(t *testing.T, name, user string, opts ...helperOpt) targetPlace {
 	t.Helper()
-	h := startHelper(t)
+	h := startHelper(t, opts...)
 	host := name
 	if user != "" {
 		host = user + "@" + name
@@ -168,20 +168,34 @@ func podmanPlace(t *testing.T, name, user string) targetPlace {
 		}}
 }
 
+// podmanWrapperPlace is podmanPlace with the wrapper forced.
+func podmanWrapperPlace(t *testing.T, name, user string) targetPlace {
+	t.Helper()
+	p := podmanPlace(t, name, user, withEnv(execution.RemoteModeVar+"="+remote.ModeWrapper))
+	p.mode = remote.ModeWrapper
+	return p
+}
+
 // The core remote checks in a container, as its root and as another
 // uid (whose home cannot be written: the agent goes to a private
-// directory of /tmp).
+// directory of /tmp), through the host agent and through the wrapper.
 func TestPodmanTargetCore(t *testing.T) {
 	t.Parallel()
 	containerSetup(t)
-	t.Run("root", func(t *testing.T) {
-		t.Parallel()
-		targetCore(t, func(t *testing.T) targetPlace { return podmanPlace(t, containers.shared, "") })
-	})
-	t.Run("nobody", func(t *testing.T) {
-		t.Parallel()
-		targetCore(t, func(t *testing.T) targetPlace { return podmanPlace(t, containers.shared, "65534") })
-	})
+	for _, c := range []struct {
+		name, user string
+		place      func(t *testing.T, name, user string) targetPlace
+	}{
+		{"root", "", func(t *testing.T, name, user string) targetPlace { return podmanPlace(t, name, user) }},
+		{"nobody", "65534", func(t *testing.T, name, user string) targetPlace { return podmanPlace(t, name, user) }},
+		{"wrapper-root", "", podmanWrapperPlace},
+		{"wrapper-nobody", "65534", podmanWrapperPlace},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			targetCore(t, func(t *testing.T) targetPlace { return c.place(t, containers.shared, c.user) })
+		})
+	}
 }
 
 // The facts of a container target, its incarnation the engine's id and
