@@ -245,16 +245,35 @@ func TestPodmanReadOnlyContainer(t *testing.T) {
 // runs in it: the execution settles lost with reason target-replaced as
 // soon as the agent's stream ends, its owner gets one delivery, and
 // nothing is signalled in the new container (its pids are others').
+// Through the agent, and through the wrapper.
 func TestPodmanContainerReplacedSettlesLost(t *testing.T) {
 	t.Parallel()
-	name := newContainer(t)
-	p := podmanPlace(t, name, "")
+	eachMode(t, podmanContainerReplacedSettlesLost)
+}
+
+// eachMode runs f with a place on a container of its own, through the
+// host agent and with the wrapper forced.
+func eachMode(t *testing.T, f func(t *testing.T, name string, p targetPlace)) {
+	containerSetup(t)
+	t.Run("agent", func(t *testing.T) {
+		t.Parallel()
+		name := newContainer(t)
+		f(t, name, podmanPlace(t, name, ""))
+	})
+	t.Run("wrapper", func(t *testing.T) {
+		t.Parallel()
+		name := newContainer(t)
+		f(t, name, podmanWrapperPlace(t, name, ""))
+	})
+}
+
+func podmanContainerReplacedSettlesLost(t *testing.T, name string, p targetPlace) {
 	_, cwd := p.dir(t)
 	o := p.s.mustStart("echo started; exec sleep 1000", map[string]any{"cwd": cwd, "yieldMs": 0})
 	p.s.observeUntil(o, "started")
 	f := p.h.waitState(o.Facts.ExecutionID, execution.Running)
-	if in := f.TargetIncarnation; in == nil || in.ContainerID == "" {
-		t.Fatalf("targetIncarnation %+v", in)
+	if in := f.TargetIncarnation; in == nil || in.ContainerID == "" || f.RemoteMode != p.remoteMode() {
+		t.Fatalf("targetIncarnation %+v, remoteMode %q", in, f.RemoteMode)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -377,10 +396,13 @@ func TestPodmanSandboxRequiredRefusedAndNoForward(t *testing.T) {
 // Recovery after a helper's crash finds its container made again under
 // its name: the run is lost with reason target-replaced, and the new
 // container's process that holds the old command's pid is not signalled.
+// Through the agent, and through the wrapper.
 func TestPodmanRecoveryOnReplacedContainer(t *testing.T) {
 	t.Parallel()
-	name := newContainer(t)
-	p := podmanPlace(t, name, "")
+	eachMode(t, podmanRecoveryOnReplacedContainer)
+}
+
+func podmanRecoveryOnReplacedContainer(t *testing.T, name string, p targetPlace) {
 	_, cwd := p.dir(t)
 	dir := filepath.Join(t.TempDir(), "state")
 	p.h.mustCall("session/open", map[string]any{"sessionId": "first", "stateDir": dir}, nil)
@@ -388,6 +410,9 @@ func TestPodmanRecoveryOnReplacedContainer(t *testing.T) {
 	o := s1.mustStart("echo started; exec sleep 1000", map[string]any{"cwd": cwd, "yieldMs": 0})
 	s1.observeUntil(o, "started")
 	f := p.h.waitState(o.Facts.ExecutionID, execution.Running)
+	if f.RemoteMode != p.remoteMode() {
+		t.Fatalf("remoteMode %q", f.RemoteMode)
+	}
 	s1.checkpoint()
 	p.h.kill()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -409,7 +434,11 @@ func TestPodmanRecoveryOnReplacedContainer(t *testing.T) {
 	if squatter != fmt.Sprint(f.Pid) {
 		t.Logf("the new container's process has pid %s, not the old command's %d", squatter, f.Pid)
 	}
-	h2 := startHelper(t)
+	var opts []helperOpt
+	if p.mode != "" {
+		opts = append(opts, withEnv(execution.RemoteModeVar+"="+p.mode))
+	}
+	h2 := startHelper(t, opts...)
 	var info execution.SessionInfo
 	h2.mustCall("session/open", map[string]any{"sessionId": "second", "stateDir": dir}, &info)
 	if len(info.Recovered) != 1 {
@@ -484,15 +513,21 @@ func TestDockerTargetThroughTheDockerCLI(t *testing.T) {
 }
 
 // A container restarted (the same id, another start) while a command
-// runs in it is another incarnation too.
+// runs in it is another incarnation too. Through the agent, and through
+// the wrapper.
 func TestPodmanContainerRestartedSettlesLost(t *testing.T) {
 	t.Parallel()
-	name := newContainer(t)
-	p := podmanPlace(t, name, "")
+	eachMode(t, podmanContainerRestartedSettlesLost)
+}
+
+func podmanContainerRestartedSettlesLost(t *testing.T, name string, p targetPlace) {
 	_, cwd := p.dir(t)
 	o := p.s.mustStart("echo started; exec sleep 1000", map[string]any{"cwd": cwd, "yieldMs": 0})
 	p.s.observeUntil(o, "started")
 	f := p.h.waitState(o.Facts.ExecutionID, execution.Running)
+	if f.RemoteMode != p.remoteMode() {
+		t.Fatalf("remoteMode %q", f.RemoteMode)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := testsupport.Podman(ctx, "restart", "-t", "0", name); err != nil {
@@ -557,17 +592,44 @@ func TestPodmanAgentDeployedOnceAndReplacedWhenCorrupt(t *testing.T) {
 	}
 }
 
-// A container where the agent cannot be run (its only writable place is
-// noexec) is unavailable, and the error says what the exec said; the
-// helper keeps no child of it.
-func TestPodmanAgentThatCannotRunRefused(t *testing.T) {
+// Containers where the host agent cannot run: read-only with no writable
+// /tmp (nowhere to put it), and read-only with a noexec /tmp (nowhere it
+// may run). Their commands run through the wrapper instead, remoteMode
+// says so, and the core checks hold; a required sandbox is refused
+// before anything runs, and limits are listed as not applied, as on an
+// SSH host through the wrapper.
+func TestPodmanAgentThatCannotRunFallsBackToTheWrapper(t *testing.T) {
 	t.Parallel()
-	name := newContainer(t, "--read-only", "--tmpfs", "/tmp:rw,noexec,mode=1777")
-	h := startHelper(t)
-	s := h.open(nil)
-	err := h.call("exec/start", map[string]any{"sessionId": s.id, "command": "echo never", "cwd": "/podman:65534@" + name + ":/"}, nil)
-	if e, ok := rpcError(err); !ok || e.Code != -32005 || !strings.Contains(e.Message, "the host agent did not start") || !strings.Contains(e.Message, "Permission denied") {
-		t.Fatalf("an agent that cannot run: %v", err)
+	containerSetup(t)
+	for _, c := range []struct {
+		name, user string
+		extra      []string
+	}{
+		{"nowhere-to-write", "", []string{"--read-only", "--read-only-tmpfs=false"}},
+		{"noexec", "65534", []string{"--read-only", "--tmpfs", "/tmp:rw,noexec,mode=1777"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			name := newContainer(t, c.extra...)
+			p := podmanPlace(t, name, c.user)
+			p.mode = remote.ModeWrapper
+			targetEchoAndExitCodes(t, p)
+			targetStopLeavesNoSurvivor(t, p)
+			local, cwd := p.dir(t)
+			marker := filepath.Join(local, "ran")
+			e := p.h.wantError("exec/start", map[string]any{"sessionId": p.s.id, "command": "touch " + inWork(marker), "cwd": cwd,
+				"sandbox": map[string]any{"mode": "required"}}, -32003, "refused")
+			if !strings.Contains(e.Message, "wrapper") {
+				t.Errorf("the refusal does not name the reason: %s", e.Message)
+			}
+			if _, err := os.Stat(marker); !os.IsNotExist(err) {
+				t.Errorf("the refused command ran: %v", err)
+			}
+			o := p.s.mustStart("echo hi", map[string]any{"cwd": cwd, "resources": map[string]any{"pids": 8}})
+			if r := o.Facts.Resources; o.Output != "hi\n" || o.Facts.RemoteMode != remote.ModeWrapper || r == nil ||
+				!strings.Contains(r.NotApplied[sandbox.LimitPids], "wrapper") || len(r.Applied) != 0 {
+				t.Errorf("%q %+v", o.Output, o.Facts)
+			}
+		})
 	}
-	wantNoChildren(t, h)
 }

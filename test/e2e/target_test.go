@@ -39,6 +39,14 @@ type targetPlace struct {
 	kill func(t *testing.T, pid int)
 }
 
+// remoteMode is the facts' remoteMode at p.
+func (p targetPlace) remoteMode() string {
+	if p.mode == "" {
+		return remote.ModeAgent
+	}
+	return p.mode
+}
+
 // waitGone waits until pid is no longer alive on p's target, within
 // bound; it polls only to bound the wait.
 func (p targetPlace) waitGone(pid int, bound time.Duration) bool {
@@ -59,10 +67,7 @@ func (p targetPlace) writeScript(t *testing.T, name, text string) string {
 
 func targetEchoAndExitCodes(t *testing.T, p targetPlace) {
 	local, cwd := p.dir(t)
-	mode := p.mode
-	if mode == "" {
-		mode = remote.ModeAgent
-	}
+	mode := p.remoteMode()
 	for _, tc := range []struct {
 		cmd  string
 		out  string
