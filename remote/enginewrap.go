@@ -379,10 +379,9 @@ func (p *Pool) startEngine(ctx context.Context, t Target, spec launchSpec) (*eng
 	if err != nil {
 		return nil, unavailablef("remote: %s: starting %s: %v", r.Target, argv[0], err)
 	}
-	if !spec.TTY {
-		car.in.Close() // stdin at EOF from the start
-		car.in = nil
-	}
+	// In pipe mode stdin stays open but unread (the command's is
+	// /dev/null): an engine's command line may drop output that comes
+	// after its input closed.
 	ep := &engineProcess{car: car, inc: inc, nonce: nonce, exited: make(chan struct{})}
 	ep.grp = &Group{pool: p, target: r, id: Identity{Tag: spec.Tag, TTY: spec.TTY, Boot: inc.Key()}}
 	br := bufio.NewReaderSize(car, 64<<10)

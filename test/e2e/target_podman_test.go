@@ -510,6 +510,18 @@ func TestDockerTargetThroughTheDockerCLI(t *testing.T) {
 	if e, ok := rpcError(err); !ok || e.Code != -32005 || !strings.Contains(e.Message, `there is no container "mvx-no-such-container"`) {
 		t.Fatalf("a missing container: %v", err)
 	}
+	// The wrapper through the docker command line: the true end; a
+	// terminal the command line refuses (its input is not one).
+	hw := startHelper(t, withEnv("DOCKER_HOST=unix://"+sock, execution.RemoteModeVar+"="+remote.ModeWrapper))
+	sw := hw.open(nil)
+	o = sw.mustStart("echo via-wrapper; kill -KILL $$", map[string]any{"cwd": "/docker:" + containers.shared + ":" + inWork(d)})
+	if f := o.Facts; o.Output != "via-wrapper\n" || f.RemoteMode != remote.ModeWrapper || f.Termination != execution.Signaled || f.Signal != "SIGKILL" {
+		t.Fatalf("through the wrapper: %q %+v", o.Output, f)
+	}
+	o = sw.mustStart("echo never", map[string]any{"cwd": "/docker:" + containers.shared + ":" + inWork(d), "tty": true})
+	if f := o.Facts; f.Termination != execution.SpawnFailed || !strings.Contains(f.Reason, "not a TTY") {
+		t.Fatalf("a terminal through the docker command line: %q %+v", o.Output, f)
+	}
 }
 
 // A container restarted (the same id, another start) while a command
