@@ -351,6 +351,23 @@ func TestPodmanBadTargets(t *testing.T) {
 	}
 	// Nothing of the attempts runs: the engine's processes are gone.
 	wantNoChildren(t, h)
+	// The same through the wrapper, which asks the engine first too.
+	hw := startHelper(t, withEnv(execution.RemoteModeVar+"="+remote.ModeWrapper))
+	sw := hw.open(nil)
+	for _, tc := range []struct{ cwd, want string }{
+		{"/podman:mvx-no-such-container:/", `there is no container "mvx-no-such-container"`},
+		{"/podman:" + stopped + ":/", fmt.Sprintf("container %q is not running (exited)", stopped)},
+	} {
+		start := time.Now()
+		err := hw.call("exec/start", map[string]any{"sessionId": sw.id, "command": "echo never", "cwd": tc.cwd}, nil)
+		if e, ok := rpcError(err); !ok || e.Code != -32005 || !strings.Contains(e.Message, tc.want) {
+			t.Fatalf("through the wrapper, %s: %v, want -32005 naming %q", tc.cwd, err, tc.want)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("through the wrapper, %s: answered after %v", tc.cwd, d)
+		}
+	}
+	wantNoChildren(t, hw)
 }
 
 // /docker: runs through the same code with the docker command line:
