@@ -157,16 +157,18 @@ printf '\0MEVEDEL-EXEC-BOOT %s %s\n' "${b:--}" "${HOSTNAME:--}"
 
 const bootMarker = "\x00MEVEDEL-EXEC-BOOT "
 
-// startEngineCtl starts the control shell in r's container, between two
-// inspections of the container that must agree: its answers then come
-// from that incarnation, which es records.
+// pingRequest is a control request that costs one read: pid 1's start
+// time is never 0, so the answer is "ambiguous other".
+var pingRequest = controlRequest(Identity{Pid: 1, Pgid: 1}, actProbe, "0")
+
+// startEngineCtl starts the control shell in r's container, then asks
+// the engine which incarnation runs, then has the shell answer once: a
+// shell that answers after the engine named the incarnation runs in it,
+// since every process of an earlier one was gone before a later one
+// started. es records it.
 func (p *Pool) startEngineCtl(ctx context.Context, r resolved, es *engineSlot) (*ctlRun, error) {
 	ctx, cancel := context.WithTimeout(ctx, streamTimeout)
 	defer cancel()
-	inc, err := p.inspect(ctx, r)
-	if err != nil {
-		return nil, err
-	}
 	argv := p.engineExec(r, false, append(cleanBash, "-c", bootLine+controlScript)...)
 	car, err := startCarrier(p, argv, nil)
 	if err != nil {
@@ -184,20 +186,33 @@ func (p *Pool) startEngineCtl(ctx context.Context, r resolved, es *engineSlot) (
 	if err == nil {
 		err = skipTo(br, ctlReady)
 	}
-	if !stop() || err != nil || len(boot) != 2 {
+	if err != nil || len(boot) != 2 {
+		stop()
 		car.Close()
 		if ctx.Err() != nil {
 			return nil, unavailablef("remote: %s: the control shell did not start: %v", r.Target, context.Cause(ctx))
 		}
+		if _, err := p.inspect(ctx, r); err != nil {
+			return nil, err // no such container, or not running, named
+		}
 		return nil, unavailablef("remote: %s: the control shell did not start in the container (%s)", r.Target, car.endWords())
 	}
-	after, err := p.inspect(ctx, r)
-	if err == nil && after.Key() != inc.Key() {
-		err = unavailablef("remote: %s: the container was replaced while its control shell started", r.Target)
+	inc, err := p.inspect(ctx, r)
+	if err == nil {
+		_, err = io.WriteString(car, pingRequest)
 	}
-	if err != nil {
+	if err == nil {
+		_, err = br.ReadString('\n')
+	}
+	if !stop() || err != nil {
 		car.Close()
-		return nil, err
+		if ctx.Err() != nil || err == nil {
+			return nil, unavailablef("remote: %s: the control shell did not start: %v", r.Target, context.Cause(ctx))
+		}
+		if errors.Is(err, ErrUnavailable) {
+			return nil, err
+		}
+		return nil, unavailablef("remote: %s: the control shell ended as it started (%s)", r.Target, car.endWords())
 	}
 	if boot[0] != "-" {
 		inc.BootID = boot[0]
@@ -219,6 +234,10 @@ func (p *Pool) startEngineCtl(ctx context.Context, r resolved, es *engineSlot) (
 	return run, nil
 }
 
+// stderrGrace is how long an ended carrier's stderr may stay open (held
+// by what the engine left behind, conmon) before its words are read.
+const stderrGrace = 500 * time.Millisecond
+
 // endWords says how a carrier that failed ended: its exit status and
 // what it wrote on stderr, waited for a little.
 func (c *carrier) endWords() string {
@@ -230,9 +249,11 @@ func (c *carrier) endWords() string {
 		status = exitWords(c.child.Status())
 	case <-bound.Done():
 	}
+	grace := time.NewTimer(stderrGrace)
+	defer grace.Stop()
 	select {
 	case <-c.errDone:
-	case <-bound.Done():
+	case <-grace.C:
 	}
 	msg := strings.TrimSpace(string(c.stderr.Bytes()))
 	if msg == "" {

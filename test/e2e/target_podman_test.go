@@ -354,6 +354,7 @@ func TestPodmanBadTargets(t *testing.T) {
 	// The same through the wrapper, which asks the engine first too.
 	hw := startHelper(t, withEnv(execution.RemoteModeVar+"="+remote.ModeWrapper))
 	sw := hw.open(nil)
+	sw.mustStart("true", nil) // the session's login environment is captured: its shell is gone
 	for _, tc := range []struct{ cwd, want string }{
 		{"/podman:mvx-no-such-container:/", `there is no container "mvx-no-such-container"`},
 		{"/podman:" + stopped + ":/", fmt.Sprintf("container %q is not running (exited)", stopped)},
