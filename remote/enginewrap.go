@@ -169,6 +169,19 @@ var pingRequest = controlRequest(Identity{Pid: 1, Pgid: 1}, actProbe, "0")
 func (p *Pool) startEngineCtl(ctx context.Context, r resolved, es *engineSlot) (*ctlRun, error) {
 	ctx, cancel := context.WithTimeout(ctx, streamTimeout)
 	defer cancel()
+	// Asked meanwhile, the engine says at once why a start fails (no
+	// such container, not running).
+	type inspected struct {
+		inc Incarnation
+		err error
+	}
+	pre := make(chan inspected, 1)
+	if !p.spawn(func() {
+		inc, err := p.inspect(ctx, r)
+		pre <- inspected{inc, err}
+	}) {
+		return nil, errClosed
+	}
 	argv := p.engineExec(r, false, append(cleanBash, "-c", bootLine+controlScript)...)
 	car, err := startCarrier(p, argv, nil)
 	if err != nil {
@@ -192,8 +205,8 @@ func (p *Pool) startEngineCtl(ctx context.Context, r resolved, es *engineSlot) (
 		if ctx.Err() != nil {
 			return nil, unavailablef("remote: %s: the control shell did not start: %v", r.Target, context.Cause(ctx))
 		}
-		if _, err := p.inspect(ctx, r); err != nil {
-			return nil, err // no such container, or not running, named
+		if in := <-pre; in.err != nil {
+			return nil, in.err // no such container, or not running, named
 		}
 		return nil, unavailablef("remote: %s: the control shell did not start in the container (%s)", r.Target, car.endWords())
 	}
