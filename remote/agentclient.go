@@ -604,7 +604,7 @@ func (ap *agentProcess) Listening(ctx context.Context) ([]process.Listener, erro
 // host's commands go through the wrapper (or the agent was lost before
 // the command started): then nothing ran.
 func (p *Pool) startOnAgent(ctx context.Context, t Target, spec launchSpec, logger interface{ Printf(string, ...any) }) (proc process.Process, err error, ok bool) {
-	if !t.Stream() && (p.cfg.Mode == ModeWrapper || !agent.Deployable) {
+	if (!t.Stream() || t.Container()) && (p.cfg.Mode == ModeWrapper || !agent.Deployable) {
 		return nil, nil, false
 	}
 	r, err := p.resolve(t)
@@ -617,7 +617,7 @@ func (p *Pool) startOnAgent(ctx context.Context, t Target, spec launchSpec, logg
 			if ctx.Err() != nil {
 				return nil, context.Cause(ctx), true
 			}
-			if r.Stream() {
+			if r.Stream() && !errors.Is(err, errNoAgentHere) {
 				return nil, err, true // there is no wrapper for it
 			}
 			if logger != nil && err != nil && !p.fellBack(r, err) {

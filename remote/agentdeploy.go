@@ -211,6 +211,9 @@ func (p *Pool) Ready(t Target) (Target, bool) {
 // when none runs; nil (and the reason) when the host's commands go
 // through the wrapper.
 func (p *Pool) agentFor(ctx context.Context, r resolved) (*agentClient, error) {
+	if r.Container() {
+		return p.containerAgent(ctx, r)
+	}
 	if r.Stream() {
 		return p.streamAgent(ctx, r) // no wrapper to fall back to
 	}

@@ -41,7 +41,7 @@ func (e policyError) Is(target error) bool { return target == ErrPolicy }
 // when none runs yet. A host that runs its commands through the wrapper
 // answers with Agent false and the reason.
 func (p *Pool) Confine(ctx context.Context, t Target, pol sandbox.Policy) (HostConfinement, error) {
-	if p.cfg.Mode == ModeWrapper && !t.Stream() {
+	if p.cfg.Mode == ModeWrapper && (!t.Stream() || t.Container()) {
 		return HostConfinement{Why: "the wrapper is forced"}, nil
 	}
 	if !agent.Deployable {

@@ -165,20 +165,12 @@ func (g *Group) control(ctx context.Context, act, sig string) (verdict, error) {
 			return v, err
 		}
 	}
-	if g.target.Stream() {
-		return verdict{}, notSSH(g.target, "the control shell")
-	}
-	var line string
-	err := g.pool.withSession(ctx, g.target, (*conn).hasController, func(c *conn) error {
-		var err error
-		line, err = c.control(ctx, controlRequest(g.id, act, sig))
-		if err != nil && !retryable(err) {
-			err = roundTripError(c, g.target, err)
-		}
-		return err
-	})
+	line, replaced, err := g.ask(ctx, controlRequest(g.id, act, sig))
 	if err != nil {
 		return verdict{}, err
+	}
+	if replaced {
+		return verdict{state: Dead}, nil
 	}
 	f := strings.Fields(line)
 	if len(f) != 4 {
@@ -207,6 +199,29 @@ func (g *Group) control(ctx context.Context, act, sig string) (verdict, error) {
 	return v, nil
 }
 
+// ask sends req to the target's control shell and returns its answer:
+// on a connection of the SSH host, or in the container through its
+// engine (enginewrap.go). replaced is a container found in another
+// incarnation than the group's: the group is then dead, and nothing was
+// asked.
+func (g *Group) ask(ctx context.Context, req string) (line string, replaced bool, err error) {
+	if g.target.Container() {
+		return g.askEngine(ctx, req)
+	}
+	if g.target.Stream() {
+		return "", false, notSSH(g.target, "the control shell")
+	}
+	err = g.pool.withSession(ctx, g.target, (*conn).hasController, func(c *conn) error {
+		var err error
+		line, err = c.control(ctx, req)
+		if err != nil && !retryable(err) {
+			err = roundTripError(c, g.target, err)
+		}
+		return err
+	})
+	return line, false, err
+}
+
 // controller is the connection's control shell (controllerCommand).
 // Requests are pipelined: each is written as it comes, and the shell
 // answers them one after another, in order.
@@ -218,7 +233,7 @@ type controller struct {
 
 // ctlRun is one control shell and the requests it has yet to answer.
 type ctlRun struct {
-	ch ssh.Channel
+	ch io.WriteCloser // the shell's stdin: an SSH channel, or an engine exec's carrier
 
 	mu      sync.Mutex
 	pending []*ctlWait // guarded by mu; in request order
@@ -246,24 +261,27 @@ func (e notSent) Unwrap() error { return e.err }
 // stuck on it) discards the shell, and the requests behind it, which the
 // shell never read, are not sent; the next request starts another shell.
 func (c *conn) control(ctx context.Context, req string) (string, error) {
-	c.ctl.mu.Lock()
-	run := c.ctl.run
-	if run == nil || run.failed() {
-		var err error
-		if run, err = c.startController(ctx); err != nil {
-			c.ctl.mu.Unlock()
-			if c.isDead() {
-				err = notSent{err}
-			}
-			return "", err
+	return c.ctl.request(ctx, req, c.startController, c.isDead)
+}
+
+// request sends req to the control shell, starting one with start when
+// none runs; a start that fails while gone says so is a notSent.
+func (ctl *controller) request(ctx context.Context, req string, start func(context.Context) (*ctlRun, error), gone func() bool) (string, error) {
+	ctl.mu.Lock()
+	run, err := ctl.ensure(ctx, start)
+	if err != nil {
+		ctl.mu.Unlock()
+		if gone() {
+			err = notSent{err}
 		}
+		return "", err
 	}
 	w := &ctlWait{done: make(chan struct{})}
 	run.mu.Lock()
 	run.pending = append(run.pending, w)
 	run.mu.Unlock()
-	_, err := io.WriteString(run.ch, req)
-	c.ctl.mu.Unlock()
+	_, err = io.WriteString(run.ch, req)
+	ctl.mu.Unlock()
 	if err != nil {
 		run.fail(err)
 	}
@@ -280,6 +298,22 @@ func (c *conn) control(ctx context.Context, req string) (string, error) {
 		}
 		return "", context.Cause(ctx)
 	}
+}
+
+// ensure returns the running shell, starting one when none runs; with
+// ctl.mu held.
+func (ctl *controller) ensure(ctx context.Context, start func(context.Context) (*ctlRun, error)) (*ctlRun, error) {
+	if run := ctl.run; run != nil && !run.failed() {
+		return run, nil
+	}
+	ctl.running.Store(false)
+	run, err := start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ctl.run = run
+	ctl.running.Store(true)
+	return run, nil
 }
 
 func (r *ctlRun) failed() bool {
@@ -332,7 +366,6 @@ func (r *ctlRun) read(br *bufio.Reader) {
 
 // startController starts a control shell, with c.ctl.mu held.
 func (c *conn) startController(ctx context.Context) (*ctlRun, error) {
-	c.ctl.running.Store(false)
 	ch, reqs, err := c.openSession()
 	if err != nil {
 		var oce *ssh.OpenChannelError
@@ -370,8 +403,6 @@ func (c *conn) startController(ctx context.Context) (*ctlRun, error) {
 		ch.Close()
 		return nil, errClosed
 	}
-	c.ctl.run = run
-	c.ctl.running.Store(true)
 	return run, nil
 }
 
@@ -406,6 +437,9 @@ func (g *Group) viaAgent(ctx context.Context, act, sig string) (v verdict, err e
 		return verdict{}, nil, false
 	}
 	cl, err := g.pool.agentFor(ctx, g.target)
+	if cl == nil && errors.Is(err, errNoAgentHere) {
+		return verdict{}, nil, false // the container's commands go through the wrapper
+	}
 	if cl == nil && stream && g.id.Boot != "" && errors.Is(err, errTargetGone) {
 		// The container it ran in is gone or stopped: so is every
 		// process of that incarnation. Nothing is signalled.

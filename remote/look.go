@@ -105,16 +105,8 @@ look() {
 
 // look sends one look request (what: "wait" or "ports").
 func (g *Group) look(ctx context.Context, what string) (bool, []process.Listener, error) {
-	var line string
-	err := g.pool.withSession(ctx, g.target, (*conn).hasController, func(c *conn) error {
-		var err error
-		line, err = c.control(ctx, controlRequest(g.id, actLook, what))
-		if err != nil && !retryable(err) {
-			err = roundTripError(c, g.target, err)
-		}
-		return err
-	})
-	if err != nil {
+	line, replaced, err := g.ask(ctx, controlRequest(g.id, actLook, what))
+	if err != nil || replaced {
 		return false, nil, err
 	}
 	f := strings.Fields(line)

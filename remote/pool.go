@@ -28,6 +28,7 @@ type Pool struct {
 	mu      sync.Mutex
 	hosts   map[string]*hostConns  // guarded by mu
 	streams map[string]*streamSlot // guarded by mu; by stream target (stream.go)
+	engines map[string]*engineSlot // guarded by mu; by container target run through the wrapper (enginewrap.go)
 	closed  bool                   // guarded by mu
 	// fallbacks is, by host, why its commands went through the wrapper
 	// when last reported; guarded by mu.
@@ -85,11 +86,12 @@ func NewPool(cfg Config) *Pool {
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	p.closed = true
-	hosts, streams := p.hosts, p.streams
-	p.hosts, p.streams = map[string]*hostConns{}, nil
+	hosts, streams, engines := p.hosts, p.streams, p.engines
+	p.hosts, p.streams, p.engines = map[string]*hostConns{}, nil, nil
 	p.mu.Unlock()
 	p.stop()
 	p.closeStreams(streams)
+	p.closeEngines(engines)
 	for _, h := range hosts {
 		h.mu.Lock()
 		conns := h.conns
@@ -199,7 +201,11 @@ func (p *Pool) Connect(ctx context.Context, t Target) (Target, error) {
 		return Target{}, unavailable(err)
 	}
 	if r.Stream() {
-		if _, err := p.streamAgent(ctx, r); err != nil {
+		_, err := p.agentFor(ctx, r)
+		if errors.Is(err, errNoAgentHere) {
+			_, err = p.engineUp(ctx, r) // the wrapper's: the container is there
+		}
+		if err != nil {
 			return Target{}, err
 		}
 		return r.Target, nil

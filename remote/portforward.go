@@ -36,7 +36,7 @@ func (p *Pool) Forward(ctx context.Context, t Target, host string, port int) (*F
 		r = *r.jump
 	}
 	if tunnel {
-		if _, err := p.streamAgent(ctx, r); err != nil {
+		if _, err := p.agentOf(ctx, r); err != nil {
 			return nil, err
 		}
 	} else if _, err := p.anyConn(ctx, r); err != nil {
@@ -161,7 +161,7 @@ func (f *Forward) carryByAgent(p *Pool, r resolved, dest string, local net.Conn)
 		case <-ctx.Done():
 		}
 	}()
-	cl, err := p.streamAgent(ctx, r)
+	cl, err := p.agentOf(ctx, r)
 	if err != nil {
 		local.Close()
 		return

@@ -191,7 +191,7 @@ const publishChunk = 1 << 20
 
 // publishByAgent publishes as Publish does through r's host agent.
 func (p *Pool) publishByAgent(ctx context.Context, r resolved, remotePath string, src io.ReaderAt, size int64) (string, error) {
-	cl, err := p.streamAgent(ctx, r)
+	cl, err := p.agentOf(ctx, r)
 	if err != nil {
 		return "", err
 	}

@@ -89,7 +89,12 @@ func (r Runner) Start(ctx context.Context, spec process.Spec) (process.Process, 
 			return nil, err
 		}
 	}
-	proc, err := r.Pool.start(ctx, r.Target, ls)
+	var proc process.Process
+	if r.Target.Container() {
+		proc, err = r.Pool.startEngine(ctx, r.Target, ls)
+	} else {
+		proc, err = r.Pool.start(ctx, r.Target, ls)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)

@@ -28,8 +28,10 @@ import (
 // into place, under the user's ~/.cache/mevedel-exec/bin or, where that
 // cannot be written, a private directory of /tmp. Nothing else differs:
 // the agent's frames, starts, signals, probes, confinement and limits are
-// those of an SSH host. There is no wrapper for these targets: a target
-// the agent cannot run on is unavailable, and says why.
+// those of an SSH host. A container the agent cannot run in (another
+// system or architecture, nowhere to put it, nowhere it may run) runs its
+// commands through the wrapper instead (enginewrap.go); a sudo target's
+// agent is this machine's own build, and needs none.
 // /kubernetes:[CONTAINER.]POD is the same over `kubectl exec -i [-c
 // CONTAINER] POD`, in kubectl's current context and namespace (none of
 // ours is passed).
@@ -200,14 +202,17 @@ func (p *Pool) startStream(r resolved) (*agentClient, error) {
 	}
 	osName, machine, base := f[0], f[1], f[2]
 	if osName != "Linux" || goarch(machine) == "" {
-		return nil, unavailablef("remote: %s: the container runs %s on %s: no host agent for it", r.Target, osName, machine)
+		return nil, noAgentf("remote: %s: the container runs %s on %s: no host agent for it", r.Target, osName, machine)
 	}
 	b, ok := builds()[goarch(machine)]
 	if !ok {
-		return nil, unavailablef("remote: %s: no build of the helper for linux/%s beside %s (make build makes it)", r.Target, goarch(machine), os.Args[0])
+		return nil, noAgentf("remote: %s: no build of the helper for linux/%s beside %s (make build makes it)", r.Target, goarch(machine), os.Args[0])
+	}
+	if base == "!" {
+		return nil, noAgentf("remote: %s: the host agent cannot be run in the container: where it can be written, nothing may be executed (noexec)", r.Target)
 	}
 	if base == "-" {
-		return nil, unavailablef("remote: %s: no directory in the container where the host agent can be put: neither the user's ~/.cache nor a private directory of /tmp can be written", r.Target)
+		return nil, noAgentf("remote: %s: no directory in the container where the host agent can be put: neither the user's ~/.cache nor a private directory of /tmp can be written", r.Target)
 	}
 	src, err := os.Open(b.path)
 	if err != nil {
@@ -219,10 +224,13 @@ func (p *Pool) startStream(r resolved) (*agentClient, error) {
 		return nil, err
 	}
 	if msg != "installed" {
-		return nil, unavailablef("remote: %s: the host agent could not be put in the container: %s", r.Target, msg)
+		return nil, noAgentf("remote: %s: the host agent could not be put in the container: %s", r.Target, msg)
 	}
 	cl, need, err = p.streamRun(ctx, r, inc, p.inContainer(r, probeScript(v)), nil)
-	if cl == nil && err == nil {
+	switch {
+	case cl == nil && err == nil && strings.HasSuffix(need, " !"):
+		err = noAgentf("remote: %s: the host agent cannot be run in the container: where it can be written, nothing may be executed (noexec)", r.Target)
+	case cl == nil && err == nil:
 		err = unavailablef("remote: %s: the host agent did not start in the container: %q", r.Target, need)
 	}
 	return cl, err
@@ -259,26 +267,14 @@ func (p *Pool) startSudoOverSSH(ctx context.Context, r resolved) (*agentClient, 
 // container, as r's user, its stdin kept open. Detach keys are off: the
 // stream carries binary frames.
 func (p *Pool) inContainer(r resolved, script string) []string {
-	if r.Method == "kubernetes" {
-		// kubectl exec without -t: no terminal, no escape character.
-		pod, container := r.pod()
-		argv := []string{p.program(r.Method), "exec", "-i"}
-		if container != "" {
-			argv = append(argv, "-c", container)
-		}
-		return append(argv, pod, "--", "/bin/sh", "-c", script)
-	}
-	argv := []string{p.program(r.Method), "exec", "-i", "--detach-keys="}
-	if r.User != "" {
-		argv = append(argv, "--user", r.User)
-	}
-	return append(argv, "--", r.Host, "/bin/sh", "-c", script)
+	return p.engineExec(r, false, "/bin/sh", "-c", script)
 }
 
 // probeScript starts the installed agent when it is this build;
 // otherwise it says what the container runs and where the agent can go:
 // the user's ~/.cache/mevedel-exec/bin, else a private directory of /tmp
-// (a read-only or foreign home), else "-".
+// (a read-only or foreign home), else "-"; "!" when it is there but may
+// not be executed (a noexec mount).
 func probeScript(v string) string {
 	bs := builds()
 	want := func(arch string) string {
@@ -298,7 +294,8 @@ s=$(uname -s 2>/dev/null) m=$(uname -m 2>/dev/null)
 case $m in x86_64) want=` + want("amd64") + ` ;; aarch64|arm64) want=` + want("arm64") + ` ;; *) want=- ;; esac
 if [ "$s" = Linux ] && [ -f "$d/` + v + `/mevedel-exec" ]; then
   sum=$(sha256sum "$d/` + v + `/mevedel-exec" 2>/dev/null)
-  [ "${sum%% *}" = "$want" ] && exec "$d/` + v + `/mevedel-exec" host
+  [ "${sum%% *}" = "$want" ] && [ -x "$d/` + v + `/mevedel-exec" ] && exec "$d/` + v + `/mevedel-exec" host
+  [ "${sum%% *}" = "$want" ] && d=!
 fi
 printf '\0MEVEDEL-AGENT-NEED %s %s %s\n' "$s" "$m" "$d"
 `

@@ -148,9 +148,9 @@ func containerAlive(name string) func(int) bool {
 
 // podmanPlace is a fresh helper and session for a container as user
 // (empty: the container's own).
-func podmanPlace(t *testing.T, name, user string) targetPlace {
+func podmanPlace(t *testing.T, name, user string, opts ...helperOpt) targetPlace {
 	t.Helper()
-	h := startHelper(t)
+	h := startHelper(t, opts...)
 	host := name
 	if user != "" {
 		host = user + "@" + name
@@ -170,20 +170,34 @@ func podmanPlace(t *testing.T, name, user string) targetPlace {
 		}}
 }
 
+// podmanWrapperPlace is podmanPlace with the wrapper forced.
+func podmanWrapperPlace(t *testing.T, name, user string) targetPlace {
+	t.Helper()
+	p := podmanPlace(t, name, user, withEnv(execution.RemoteModeVar+"="+remote.ModeWrapper))
+	p.mode = remote.ModeWrapper
+	return p
+}
+
 // The core remote checks in a container, as its root and as another
 // uid (whose home cannot be written: the agent goes to a private
-// directory of /tmp).
+// directory of /tmp), through the host agent and through the wrapper.
 func TestPodmanTargetCore(t *testing.T) {
 	t.Parallel()
 	containerSetup(t)
-	t.Run("root", func(t *testing.T) {
-		t.Parallel()
-		targetCore(t, func(t *testing.T) targetPlace { return podmanPlace(t, containers.shared, "") })
-	})
-	t.Run("nobody", func(t *testing.T) {
-		t.Parallel()
-		targetCore(t, func(t *testing.T) targetPlace { return podmanPlace(t, containers.shared, "65534") })
-	})
+	for _, c := range []struct {
+		name, user string
+		place      func(t *testing.T, name, user string) targetPlace
+	}{
+		{"root", "", func(t *testing.T, name, user string) targetPlace { return podmanPlace(t, name, user) }},
+		{"nobody", "65534", func(t *testing.T, name, user string) targetPlace { return podmanPlace(t, name, user) }},
+		{"wrapper-root", "", podmanWrapperPlace},
+		{"wrapper-nobody", "65534", podmanWrapperPlace},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			targetCore(t, func(t *testing.T) targetPlace { return c.place(t, containers.shared, c.user) })
+		})
+	}
 }
 
 // The facts of a container target, its incarnation the engine's id and
@@ -233,16 +247,35 @@ func TestPodmanReadOnlyContainer(t *testing.T) {
 // runs in it: the execution settles lost with reason target-replaced as
 // soon as the agent's stream ends, its owner gets one delivery, and
 // nothing is signalled in the new container (its pids are others').
+// Through the agent, and through the wrapper.
 func TestPodmanContainerReplacedSettlesLost(t *testing.T) {
 	t.Parallel()
-	name := newContainer(t)
-	p := podmanPlace(t, name, "")
+	eachMode(t, podmanContainerReplacedSettlesLost)
+}
+
+// eachMode runs f with a place on a container of its own, through the
+// host agent and with the wrapper forced.
+func eachMode(t *testing.T, f func(t *testing.T, name string, p targetPlace)) {
+	containerSetup(t)
+	t.Run("agent", func(t *testing.T) {
+		t.Parallel()
+		name := newContainer(t)
+		f(t, name, podmanPlace(t, name, ""))
+	})
+	t.Run("wrapper", func(t *testing.T) {
+		t.Parallel()
+		name := newContainer(t)
+		f(t, name, podmanWrapperPlace(t, name, ""))
+	})
+}
+
+func podmanContainerReplacedSettlesLost(t *testing.T, name string, p targetPlace) {
 	_, cwd := p.dir(t)
 	o := p.s.mustStart("echo started; exec sleep 1000", map[string]any{"cwd": cwd, "yieldMs": 0})
 	p.s.observeUntil(o, "started")
 	f := p.h.waitState(o.Facts.ExecutionID, execution.Running)
-	if in := f.TargetIncarnation; in == nil || in.ContainerID == "" {
-		t.Fatalf("targetIncarnation %+v", in)
+	if in := f.TargetIncarnation; in == nil || in.ContainerID == "" || f.RemoteMode != p.remoteMode() {
+		t.Fatalf("targetIncarnation %+v, remoteMode %q", in, f.RemoteMode)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -321,6 +354,24 @@ func TestPodmanBadTargets(t *testing.T) {
 	}
 	// Nothing of the attempts runs: the engine's processes are gone.
 	wantNoChildren(t, h)
+	// The same through the wrapper, which asks the engine first too.
+	hw := startHelper(t, withEnv(execution.RemoteModeVar+"="+remote.ModeWrapper))
+	sw := hw.open(nil)
+	sw.mustStart("true", nil) // the session's login environment is captured: its shell is gone
+	for _, tc := range []struct{ cwd, want string }{
+		{"/podman:mvx-no-such-container:/", `there is no container "mvx-no-such-container"`},
+		{"/podman:" + stopped + ":/", fmt.Sprintf("container %q is not running (exited)", stopped)},
+	} {
+		start := time.Now()
+		err := hw.call("exec/start", map[string]any{"sessionId": sw.id, "command": "echo never", "cwd": tc.cwd}, nil)
+		if e, ok := rpcError(err); !ok || e.Code != -32005 || !strings.Contains(e.Message, tc.want) {
+			t.Fatalf("through the wrapper, %s: %v, want -32005 naming %q", tc.cwd, err, tc.want)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("through the wrapper, %s: answered after %v", tc.cwd, d)
+		}
+	}
+	wantNoChildren(t, hw)
 }
 
 // /docker: runs through the same code with the docker command line:
@@ -447,10 +498,13 @@ func TestPodmanPortForwardedThroughTheAgent(t *testing.T) {
 // Recovery after a helper's crash finds its container made again under
 // its name: the run is lost with reason target-replaced, and the new
 // container's process that holds the old command's pid is not signalled.
+// Through the agent, and through the wrapper.
 func TestPodmanRecoveryOnReplacedContainer(t *testing.T) {
 	t.Parallel()
-	name := newContainer(t)
-	p := podmanPlace(t, name, "")
+	eachMode(t, podmanRecoveryOnReplacedContainer)
+}
+
+func podmanRecoveryOnReplacedContainer(t *testing.T, name string, p targetPlace) {
 	_, cwd := p.dir(t)
 	dir := filepath.Join(t.TempDir(), "state")
 	p.h.mustCall("session/open", map[string]any{"sessionId": "first", "stateDir": dir}, nil)
@@ -458,6 +512,9 @@ func TestPodmanRecoveryOnReplacedContainer(t *testing.T) {
 	o := s1.mustStart("echo started; exec sleep 1000", map[string]any{"cwd": cwd, "yieldMs": 0})
 	s1.observeUntil(o, "started")
 	f := p.h.waitState(o.Facts.ExecutionID, execution.Running)
+	if f.RemoteMode != p.remoteMode() {
+		t.Fatalf("remoteMode %q", f.RemoteMode)
+	}
 	s1.checkpoint()
 	p.h.kill()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -480,7 +537,11 @@ func TestPodmanRecoveryOnReplacedContainer(t *testing.T) {
 	if squatter != fmt.Sprint(f.Pid) {
 		t.Fatalf("the new container's process has pid %s, not the old command's %d: the check below would look at another process", squatter, f.Pid)
 	}
-	h2 := startHelper(t)
+	var opts []helperOpt
+	if p.mode != "" {
+		opts = append(opts, withEnv(execution.RemoteModeVar+"="+p.mode))
+	}
+	h2 := startHelper(t, opts...)
 	var info execution.SessionInfo
 	h2.mustCall("session/open", map[string]any{"sessionId": "second", "stateDir": dir}, &info)
 	if len(info.Recovered) != 1 {
@@ -552,18 +613,36 @@ func TestDockerTargetThroughTheDockerCLI(t *testing.T) {
 	if e, ok := rpcError(err); !ok || e.Code != -32005 || !strings.Contains(e.Message, `there is no container "mvx-no-such-container"`) {
 		t.Fatalf("a missing container: %v", err)
 	}
+	// The wrapper through the docker command line: the true end; a
+	// terminal the command line refuses (its input is not one).
+	hw := startHelper(t, withEnv("DOCKER_HOST=unix://"+sock, execution.RemoteModeVar+"="+remote.ModeWrapper))
+	sw := hw.open(nil)
+	o = sw.mustStart("echo via-wrapper; kill -KILL $$", map[string]any{"cwd": "/docker:" + containers.shared + ":" + inWork(d)})
+	if f := o.Facts; o.Output != "via-wrapper\n" || f.RemoteMode != remote.ModeWrapper || f.Termination != execution.Signaled || f.Signal != "SIGKILL" {
+		t.Fatalf("through the wrapper: %q %+v", o.Output, f)
+	}
+	o = sw.mustStart("echo never", map[string]any{"cwd": "/docker:" + containers.shared + ":" + inWork(d), "tty": true})
+	if f := o.Facts; f.Termination != execution.SpawnFailed || !strings.Contains(f.Reason, "not a TTY") {
+		t.Fatalf("a terminal through the docker command line: %q %+v", o.Output, f)
+	}
 }
 
 // A container restarted (the same id, another start) while a command
-// runs in it is another incarnation too.
+// runs in it is another incarnation too. Through the agent, and through
+// the wrapper.
 func TestPodmanContainerRestartedSettlesLost(t *testing.T) {
 	t.Parallel()
-	name := newContainer(t)
-	p := podmanPlace(t, name, "")
+	eachMode(t, podmanContainerRestartedSettlesLost)
+}
+
+func podmanContainerRestartedSettlesLost(t *testing.T, name string, p targetPlace) {
 	_, cwd := p.dir(t)
 	o := p.s.mustStart("echo started; exec sleep 1000", map[string]any{"cwd": cwd, "yieldMs": 0})
 	p.s.observeUntil(o, "started")
 	f := p.h.waitState(o.Facts.ExecutionID, execution.Running)
+	if f.RemoteMode != p.remoteMode() {
+		t.Fatalf("remoteMode %q", f.RemoteMode)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := testsupport.Podman(ctx, "restart", "-t", "0", name); err != nil {
@@ -628,17 +707,44 @@ func TestPodmanAgentDeployedOnceAndReplacedWhenCorrupt(t *testing.T) {
 	}
 }
 
-// A container where the agent cannot be run (its only writable place is
-// noexec) is unavailable, and the error says what the exec said; the
-// helper keeps no child of it.
-func TestPodmanAgentThatCannotRunRefused(t *testing.T) {
+// Containers where the host agent cannot run: read-only with no writable
+// /tmp (nowhere to put it), and read-only with a noexec /tmp (nowhere it
+// may run). Their commands run through the wrapper instead, remoteMode
+// says so, and the core checks hold; a required sandbox is refused
+// before anything runs, and limits are listed as not applied, as on an
+// SSH host through the wrapper.
+func TestPodmanAgentThatCannotRunFallsBackToTheWrapper(t *testing.T) {
 	t.Parallel()
-	name := newContainer(t, "--read-only", "--tmpfs", "/tmp:rw,noexec,mode=1777")
-	h := startHelper(t)
-	s := h.open(nil)
-	err := h.call("exec/start", map[string]any{"sessionId": s.id, "command": "echo never", "cwd": "/podman:65534@" + name + ":/"}, nil)
-	if e, ok := rpcError(err); !ok || e.Code != -32005 || !strings.Contains(e.Message, "the host agent did not start") || !strings.Contains(e.Message, "Permission denied") {
-		t.Fatalf("an agent that cannot run: %v", err)
+	containerSetup(t)
+	for _, c := range []struct {
+		name, user string
+		extra      []string
+	}{
+		{"nowhere-to-write", "", []string{"--read-only", "--read-only-tmpfs=false"}},
+		{"noexec", "65534", []string{"--read-only", "--tmpfs", "/tmp:rw,noexec,mode=1777"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			name := newContainer(t, c.extra...)
+			p := podmanPlace(t, name, c.user)
+			p.mode = remote.ModeWrapper
+			targetEchoAndExitCodes(t, p)
+			targetStopLeavesNoSurvivor(t, p)
+			local, cwd := p.dir(t)
+			marker := filepath.Join(local, "ran")
+			e := p.h.wantError("exec/start", map[string]any{"sessionId": p.s.id, "command": "touch " + inWork(marker), "cwd": cwd,
+				"sandbox": map[string]any{"mode": "required"}}, -32003, "refused")
+			if !strings.Contains(e.Message, "wrapper") {
+				t.Errorf("the refusal does not name the reason: %s", e.Message)
+			}
+			if _, err := os.Stat(marker); !os.IsNotExist(err) {
+				t.Errorf("the refused command ran: %v", err)
+			}
+			o := p.s.mustStart("echo hi", map[string]any{"cwd": cwd, "resources": map[string]any{"pids": 8}})
+			if r := o.Facts.Resources; o.Output != "hi\n" || o.Facts.RemoteMode != remote.ModeWrapper || r == nil ||
+				!strings.Contains(r.NotApplied[sandbox.LimitPids], "wrapper") || len(r.Applied) != 0 {
+				t.Errorf("%q %+v", o.Output, o.Facts)
+			}
+		})
 	}
-	wantNoChildren(t, h)
 }

@@ -3,8 +3,8 @@ package e2e
 // The core remote tests against the targets whose host agent runs over
 // another stream than SSH: a Podman container (target_podman_test.go)
 // and sudo on this machine (target_sudo_test.go). Each place says how a
-// directory is named there and how a pid of it is seen, so the same
-// checks run on both.
+// directory is named there, how a pid of it is seen and how its commands
+// run (the host agent, or the wrapper), so the same checks run on all.
 
 import (
 	"fmt"
@@ -30,11 +30,21 @@ type targetPlace struct {
 	inside func(local string) string
 	// target and method are the facts' target and targetMethod.
 	target, method string
+	// mode is the facts' remoteMode; empty for remote.ModeAgent.
+	mode string
 	// alive reports whether pid, as the target numbers it, is a live
 	// process (not a zombie) there.
 	alive func(pid int) bool
 	// kill sends SIGKILL to pid, as the target numbers it.
 	kill func(t *testing.T, pid int)
+}
+
+// remoteMode is the facts' remoteMode at p.
+func (p targetPlace) remoteMode() string {
+	if p.mode == "" {
+		return remote.ModeAgent
+	}
+	return p.mode
 }
 
 // waitGone waits until pid is no longer alive on p's target, within
@@ -57,6 +67,7 @@ func (p targetPlace) writeScript(t *testing.T, name, text string) string {
 
 func targetEchoAndExitCodes(t *testing.T, p targetPlace) {
 	local, cwd := p.dir(t)
+	mode := p.remoteMode()
 	for _, tc := range []struct {
 		cmd  string
 		out  string
@@ -71,7 +82,7 @@ func targetEchoAndExitCodes(t *testing.T, p targetPlace) {
 		if !o.Final || f.Termination != execution.Exited || f.ExitCode == nil || *f.ExitCode != tc.code || o.Output != tc.out {
 			t.Fatalf("%q: %q %+v", tc.cmd, o.Output, f)
 		}
-		if f.Target != p.target || f.TargetMethod != p.method || f.Cwd != cwd || f.RemoteMode != remote.ModeAgent || f.Pid == 0 || f.Pgid != f.Pid {
+		if f.Target != p.target || f.TargetMethod != p.method || f.Cwd != cwd || f.RemoteMode != mode || f.Pid == 0 || f.Pgid != f.Pid {
 			t.Fatalf("%q: target %q method %q cwd %q mode %q pid %d pgid %d", tc.cmd, f.Target, f.TargetMethod, f.Cwd, f.RemoteMode, f.Pid, f.Pgid)
 		}
 		if f.TargetIncarnation == nil || f.TargetIncarnation.BootID == "" {
@@ -188,12 +199,14 @@ func targetLingeringDescendantsCleaned(t *testing.T, p targetPlace) {
 	}
 }
 
-// The agent's stream cut during a run (its agent killed): the end is
-// unknown, never completed, and the command, found again through a new
-// agent in the same incarnation, is stopped.
+// The agent's stream cut during a run (its agent killed; or the wrapper,
+// its exec's own process): the end is unknown, never completed, and the
+// command, found again through a new agent (or control shell) in the same
+// incarnation, is stopped.
 func targetTransportLossIsUnknown(t *testing.T, p targetPlace) {
 	_, cwd := p.dir(t)
-	// The shell's parent is the host agent (the shim became the shell).
+	// The shell's parent is the host agent (the shim became the shell),
+	// or the wrapper that waits for it.
 	o := p.s.mustStart("echo agent $PPID; exec sleep 1000", map[string]any{"cwd": cwd, "yieldMs": 0})
 	out := p.s.observeUntil(o, "agent")
 	leader := p.s.mustObserve(o.Facts.ExecutionID, nil).Facts.Pid
@@ -232,6 +245,18 @@ func targetArtifactPublished(t *testing.T, p targetPlace) {
 	eid := o.Facts.ExecutionID
 	s.observeUntil(o, "first")
 	published := filepath.Join(art, "executions", eid+".log")
+	if p.remoteMode() == remote.ModeWrapper {
+		// Publication needs the agent: through the wrapper the output
+		// stays here, and the settled facts say no published copy.
+		release(t, gate)
+		if _, final := s.waitFinal(eid, nil); final.Facts.PublishedPath != "" || final.Facts.Status != execution.StatusCompleted {
+			t.Fatalf("final through the wrapper: %+v", final.Facts)
+		}
+		if _, err := os.Stat(art); !os.IsNotExist(err) {
+			t.Fatalf("through the wrapper, %s: %v", art, err)
+		}
+		return
+	}
 	live := p.h.waitLive(func(f execution.Facts) bool { return f.ExecutionID == eid && f.PublishedPath != "" })
 	if live.PublishedPath != p.inside(published) {
 		t.Fatalf("publishedPath %q, want %q", live.PublishedPath, p.inside(published))
