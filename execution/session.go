@@ -67,6 +67,9 @@ type Session struct {
 	changes map[*Execution]struct{} // guarded by chMu
 
 	remoteDir string // set once at open; see artifactDir
+	// target is the description of the session's target, set once at
+	// open (target.go), for a client that attaches later.
+	target atomic.Pointer[TargetInfo]
 
 	ports portForwards // exec/forward listeners (portforward.go)
 	// The session's sandbox and resource defaults, set once at open.

@@ -449,6 +449,9 @@ func (h *host) request(id uint32, payload []byte) {
 		}
 		h.send(MsgReply, id, rep)
 		return
+	case OpTools:
+		h.send(MsgReply, id, Reply{Lacks: Lacking(r.Tools), Looked: true})
+		return
 	case OpDenials:
 		var rep Reply
 		if r.Sandbox != nil {

@@ -126,6 +126,7 @@ const (
 	OpConfine = "confine" // Sandbox: the policy resolved against this host, and whether bwrap works here
 	OpDenials = "denials" // Sandbox (applied), Dir, Data (output): the denials the output shows
 	OpRelease = "release" // Exec: remove its group and box mount points now (nothing of it is alive); Limit
+	OpTools   = "tools"   // Tools: which of them this host lacks (Lacks)
 )
 
 // Request is one request to the host.
@@ -144,6 +145,8 @@ type Request struct {
 	// OpConfine, OpDenials.
 	Sandbox *sandbox.Policy `json:"sandbox,omitempty"`
 	Dir     string          `json:"dir,omitempty"`
+	// OpTools: programs to look for as the agent's commands would.
+	Tools []string `json:"tools,omitempty"`
 }
 
 // Reply answers a request. Errno carries a system error (ESRCH from an
@@ -168,6 +171,10 @@ type Reply struct {
 	// OpRelease: the limit that ended the command, read once all of it
 	// was gone.
 	Limit string `json:"limit,omitempty"`
+	// OpTools: the programs asked for that are not found; Looked is set
+	// so that an agent that does not know the op is told apart.
+	Lacks  []string `json:"lacks,omitempty"`
+	Looked bool     `json:"looked,omitempty"`
 }
 
 // Confinement answers OpConfine: the policy as this host applies it (its
