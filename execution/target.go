@@ -42,7 +42,7 @@ type TargetInfo struct {
 	// RemoteMode is how a remote target runs commands: agent or wrapper.
 	RemoteMode  string              `json:"remoteMode,omitempty"`
 	Incarnation *remote.Incarnation `json:"incarnation,omitempty"`
-	// Lacks lists the probed programs (remote.Probed) not found there;
+	// Lacks lists the probed programs (remote.ProbedPrograms) not found there;
 	// Missing those of them every start there needs: starts are refused.
 	Lacks   []string `json:"lacks"`
 	Missing []string `json:"missing,omitempty"`
@@ -110,7 +110,7 @@ func (m *Manager) describe(ctx context.Context, name string) TargetInfo {
 	t, isRemote, err := remote.ParseTRAMP(name)
 	if err != nil || !isRemote {
 		inc := agent.ReadIncarnation()
-		lacks := agent.Lacking(remote.Probed)
+		lacks := agent.Lacking(remote.ProbedPrograms)
 		ti := TargetInfo{Name: "local", SupportTier: remote.TierSupported, Lacks: nonNil(lacks),
 			Incarnation: &remote.Incarnation{Hostname: inc.Hostname, BootID: inc.BootID}}
 		if slices.Contains(lacks, "bash") {

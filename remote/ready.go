@@ -21,8 +21,8 @@ import (
 // and, where it changes what a start gets, in its facts (a bubblewrap
 // that cannot confine: confinement's fallback or refusal).
 
-// Probed are the programs a target is asked about.
-var Probed = []string{"bash", "setsid", "bwrap", "rg"}
+// ProbedPrograms are the programs a target is asked about.
+var ProbedPrograms = []string{"bash", "setsid", "bwrap", "rg"}
 
 // needs are the programs a mode cannot run a command without: the host
 // agent runs each command with bash, and makes its session itself; the
@@ -36,7 +36,7 @@ var needs = map[string][]string{
 type Readiness struct {
 	Mode        string      // ModeAgent or ModeWrapper: what runs the target's commands
 	Incarnation Incarnation // as the agent's hello, or the wrapper's probe, says
-	Lacks       []string    // the Probed programs not found there
+	Lacks       []string    // the ProbedPrograms not found there
 	// Missing are the programs of Lacks the mode needs: no command can
 	// start there.
 	Missing []string
@@ -137,7 +137,7 @@ func (p *Pool) Probe(ctx context.Context, t Target) (Readiness, error) {
 				}
 				break // the wrapper serves the host
 			}
-			rep, err := cl.request(ctx, agent.Request{Op: agent.OpTools, Tools: Probed})
+			rep, err := cl.request(ctx, agent.Request{Op: agent.OpTools, Tools: ProbedPrograms})
 			if errors.Is(err, errAgentLost) {
 				continue
 			}
@@ -180,7 +180,7 @@ const (
 var wrapperProbe = "unset SSH_CLIENT SSH2_CLIENT; exec /bin/sh -c " + shq(`f=${`+agent.BootIDFileVar+`:-/proc/sys/kernel/random/boot_id}
 b=$(cat "$f" 2>/dev/null) h=$(uname -n 2>/dev/null)
 printf '\0MEVEDEL-PROBE %s %s' "${b:--}" "${h:--}"
-for t in `+strings.Join(Probed, " ")+`; do
+for t in `+strings.Join(ProbedPrograms, " ")+`; do
   p=$PATH; [ "$t" = setsid ] && p=$PATH:/usr/bin:/bin
   (PATH=$p; command -v "$t") >/dev/null 2>&1 || printf ' %s' "$t"
 done

@@ -42,7 +42,7 @@ func openTarget(h *helper, id, dir, target string) execution.SessionInfo {
 // agent or the wrapper would look for them here.
 func lackedHere(t *testing.T) []string {
 	var lacks []string
-	for _, p := range remote.Probed {
+	for _, p := range remote.ProbedPrograms {
 		if _, err := exec.LookPath(p); err != nil {
 			lacks = append(lacks, p)
 		}
