@@ -93,16 +93,39 @@ func (s *Session) DescribeTarget(ctx context.Context, name string, recovered []F
 			!slices.ContainsFunc(recovered, func(f Facts) bool { return f.Reason == ReasonTargetReplaced }) {
 			ti.Replaced = &TargetReplaced{Previous: prev.Incarnation}
 		}
-		if err != nil || ti.Replaced != nil || prev.Name != ti.Name || prev.Incarnation != *ti.Incarnation {
-			if err := writeDurably(file, targetRecord{Name: ti.Name, Incarnation: *ti.Incarnation}); err != nil {
+		rec := targetRecord{Name: ti.Name, Incarnation: *ti.Incarnation}
+		if err != nil || prev != rec {
+			if err := writeDurably(file, rec); err != nil {
 				logf("session %s: recording the target's incarnation: %v", s.id, err)
 			}
 		}
+		s.recMu.Lock()
+		s.recorded = &rec
+		s.recMu.Unlock()
 	}
 	kept := ti
 	kept.Replaced = nil
 	s.target.Store(&kept)
 	return ti
+}
+
+// replacementSettled notes that an execution on target settled lost as
+// target-replaced while the session was open: that was the report of
+// the replacement, so the state directory's record of the session's
+// target forgets the incarnation it held, and the next open, finding
+// the new one, does not report it again.
+func (s *Session) replacementSettled(target string) {
+	s.recMu.Lock()
+	defer s.recMu.Unlock()
+	if s.recorded == nil || s.recorded.Name != target || s.recorded.Incarnation == (remote.Incarnation{}) {
+		return
+	}
+	rec := targetRecord{Name: target}
+	if err := writeDurably(filepath.Join(s.stateDir.Root, targetFile), rec); err != nil {
+		logf("session %s: recording the target's replacement: %v", s.id, err)
+		return
+	}
+	s.recorded = &rec
 }
 
 // describe probes the target name gives.

@@ -181,6 +181,33 @@ func TestSessionOpenReplacementSettledByRecoveryNotReportedTwice(t *testing.T) {
 	}
 }
 
+// A replacement seen while the session was open (a command there
+// settled lost as target-replaced) is not reported by the next open.
+func TestSessionOpenLiveReplacementNotReportedAgain(t *testing.T) {
+	t.Parallel()
+	srv, reboot := rebootable(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	target := tramp(srv, "")
+	h := remoteHelperOn(t, srv)
+	openTarget(h, "s", dir, target)
+	s := &session{h: h, id: "s", stateDir: dir}
+	f := sleeper(t, s, tramp(srv, t.TempDir()))
+	reboot()
+	if srv.KillConnections() == 0 {
+		t.Fatal("no connection to cut")
+	}
+	d := h.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == f.ExecutionID })
+	if d.Observation == nil || d.Observation.Facts.Reason != execution.ReasonTargetReplaced {
+		t.Fatalf("delivery %+v", d)
+	}
+	h.mustCall("session/close", map[string]any{"sessionId": "s"}, nil)
+	h.stop()
+	h2 := remoteHelperOn(t, srv)
+	if ti := openTarget(h2, "s", dir, target).Target; ti.Replaced != nil || ti.Incarnation == nil || ti.Incarnation.BootID != bootAfter {
+		t.Fatalf("reported again at the next open: %+v", ti)
+	}
+}
+
 // A target that cannot be reached is described with the reason, and the
 // open succeeds: nothing listens; a host that accepts and never answers
 // (bounded by the dial's timeout); a container that does not exist. A
