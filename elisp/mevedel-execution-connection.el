@@ -610,8 +610,11 @@ listener gets it, each other one a copy taken before any ran."
           (error (message "mevedel-exec: error in %s listener: %s"
                           type (error-message-string err))))))))
 
-(defun mevedel-execution-shutdown (conn)
-  "Shut CONN's helper down: it ends every execution, then exits."
+(defun mevedel-execution-shutdown (conn &optional exiting)
+  "Shut CONN's helper down: it ends every execution, then exits.
+With EXITING (Emacs itself is exiting), the helper is left to exit
+at the EOF that Emacs's own exit gives it, instead of being waited
+for and killed."
   (mevedel-execution--set-closing conn)
   (let ((proc (jsonrpc--process conn))
         (deadline (+ (float-time) 5)))
@@ -620,9 +623,16 @@ listener gets it, each other one a copy taken before any ran."
       ;; The helper ends every execution, then exits at EOF.
       (ignore-errors (mevedel-execution-call conn 'shutdown nil 30))
       (ignore-errors (process-send-eof proc))
-      (while (and (process-live-p proc) (< (float-time) deadline))
-        (accept-process-output proc 0.05))))
-  (mevedel-execution-kill-connection conn))
+      ;; Emacs killed by a hangup exits with SIGCHLD blocked: the helper
+      ;; is never reaped, its pipe reads EOF forever and a wait for its
+      ;; exit spins.  Its answer already said every execution ended.
+      (unless exiting
+        (while (and (process-live-p proc) (< (float-time) deadline))
+          (accept-process-output proc 0.05)))))
+  (if exiting
+      (when (eq conn mevedel-execution--current)
+        (setq mevedel-execution--current nil))
+    (mevedel-execution-kill-connection conn)))
 
 (provide 'mevedel-execution-connection)
 ;;; mevedel-execution-connection.el ends here

@@ -467,29 +467,36 @@ execution."
     (when conn (mevedel-execution-kill-connection conn))
     (mevedel-execution-drain)))
 
-(defun mevedel-execution-teardown-all ()
+(defun mevedel-execution-teardown-all (&optional exiting)
   "Close every session and shut the helper down.
 Every execution ends, one-shots and helpers with their teardown
 functions, and scratch directories are removed; it runs from
-`kill-emacs-hook'.  With the helper daemon it detaches instead
-\(`mevedel-execution-detach'): what runs goes on there."
+`kill-emacs-hook' (EXITING non-nil: the child helper is then left
+to exit at the EOF Emacs's exit gives it).  With the helper daemon
+it detaches instead \(`mevedel-execution-detach'): what runs goes
+on there."
   (if (mevedel-execution-daemon-connection-p (mevedel-execution-current-connection))
       (mevedel-execution-detach)
-    (mevedel-execution--teardown-child)))
+    (mevedel-execution--teardown-child exiting)))
 
-(defun mevedel-execution--teardown-child ()
-  "Close every session and shut the child helper down."
+(defun mevedel-execution--kill-emacs ()
+  "Tear everything down as Emacs exits, for `kill-emacs-hook'."
+  (mevedel-execution-teardown-all t))
+
+(defun mevedel-execution--teardown-child (&optional exiting)
+  "Close every session and shut the child helper down.
+EXITING says Emacs itself exits (see `mevedel-execution-shutdown')."
   (run-hook-with-args 'mevedel-execution-teardown-functions nil nil)
   (setq mevedel-execution--sessions nil)
   (mevedel-execution-forget-deliveries)
   (clrhash mevedel-execution--live)
   (let ((conn (mevedel-execution-current-connection)))
-    (when conn (mevedel-execution-shutdown conn)))
+    (when conn (mevedel-execution-shutdown conn exiting)))
   ;; The lost answers and the exit event the kill queued, in the
   ;; caller's extent (when it is not itself a queued handler).
   (mevedel-execution-drain))
 
-(add-hook 'kill-emacs-hook #'mevedel-execution-teardown-all)
+(add-hook 'kill-emacs-hook #'mevedel-execution--kill-emacs)
 
 ;;;; What a person runs
 

@@ -12,7 +12,8 @@ import (
 
 // exec/forward makes a port a remote execution listens on reachable from
 // this machine: a listener on 127.0.0.1 here, carried over the pooled SSH
-// connection to the port on the host. It lives until exec/unforward, the
+// connection to the port on the host, or for a container over its host
+// agent's stream. It lives until exec/unforward, the
 // execution's settlement or the session's end, whichever comes first.
 
 // portForwards are a session's forwards.
@@ -54,9 +55,6 @@ func (s *Session) Forward(ctx context.Context, c Caller, id string, port int) (s
 	if e.remote == nil || e.remote.named.Method == "sudo" && e.remote.named.Via == "" {
 		// sudo runs on this machine: its ports are here.
 		return net.JoinHostPort(host, strconv.Itoa(port)), nil
-	}
-	if e.remote.named.Container() {
-		return "", fault.New(fault.Refused, "execution %s runs in a container (%s), whose ports the helper cannot forward yet: publish the port with the engine", id, e.remote.target)
 	}
 	key := forwardKey{id, port}
 	s.ports.mu.Lock()

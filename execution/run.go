@@ -92,8 +92,7 @@ func (e *Execution) run() {
 		e.settle(nil, cause)
 		return
 	}
-	if e.remote != nil && !e.remote.named.Stream() {
-		// A stream target has no SFTP: its output stays here only.
+	if e.remote != nil {
 		e.remote.pub.start(e)
 	}
 	if e.timeout > 0 {

@@ -33,6 +33,7 @@ type agentClient struct {
 	ch          io.ReadWriteCloser
 	fr          *agent.Reader
 	w           *agent.Writer
+	tunnels     *agent.Tunnels // forwarded connections (agenttunnel.go)
 
 	dead    chan struct{} // closed once, when the channel is gone
 	deadErr error         // set before dead is closed
@@ -42,12 +43,14 @@ type agentClient struct {
 	execs  map[uint32]*agentProcess      // guarded by mu
 	starts map[uint32]chan agent.Started // guarded by mu
 	reqs   map[uint32]chan agent.Reply   // guarded by mu
+	dials  map[uint32]chan string        // guarded by mu; a tunnel's dial, waiting for its answer
 }
 
 func newAgentClient(p *Pool, carrierLost func() string, r resolved, inc Incarnation, ch io.ReadWriteCloser, br *bufio.Reader) *agentClient {
 	buffered, _ := br.Peek(br.Buffered())
-	return &agentClient{pool: p, carrierLost: carrierLost, target: r, inc: inc, ch: ch, fr: agent.NewReader(buffered, ch), w: agent.NewWriter(ch), dead: make(chan struct{}),
-		execs: map[uint32]*agentProcess{}, starts: map[uint32]chan agent.Started{}, reqs: map[uint32]chan agent.Reply{}}
+	w := agent.NewWriter(ch)
+	return &agentClient{pool: p, carrierLost: carrierLost, target: r, inc: inc, ch: ch, fr: agent.NewReader(buffered, ch), w: w, tunnels: agent.NewTunnels(w, false), dead: make(chan struct{}),
+		execs: map[uint32]*agentProcess{}, starts: map[uint32]chan agent.Started{}, reqs: map[uint32]chan agent.Reply{}, dials: map[uint32]chan string{}}
 }
 
 func (cl *agentClient) isDead() bool {
@@ -73,6 +76,7 @@ func (cl *agentClient) read() {
 		}
 	}
 	cl.ch.Close()
+	cl.tunnels.CloseAll()
 	why := fmt.Sprintf("the host agent's channel ended (%v)", err)
 	if lost := cl.carrierLost(); lost != "" {
 		why = lost
@@ -138,8 +142,18 @@ func (cl *agentClient) dispatch(f agent.Frame) error {
 		if w != nil {
 			w <- rep
 		}
+	case agent.MsgDialed:
+		cl.mu.Lock()
+		w := cl.dials[f.ID]
+		delete(cl.dials, f.ID)
+		cl.mu.Unlock()
+		if w != nil {
+			w <- string(f.Payload)
+		}
 	default:
-		return fmt.Errorf("unknown frame type %q", f.Type)
+		if !cl.tunnels.Handle(f) {
+			return fmt.Errorf("unknown frame type %q", f.Type)
+		}
 	}
 	return nil
 }

@@ -14,12 +14,12 @@ var ErrUnavailable = errors.New("remote: host unavailable")
 // matches and no survivor is proven to be ours: nothing was signalled.
 var ErrAmbiguous = errors.New("remote: process identity is ambiguous; nothing signalled")
 
-// ErrNotSSH is an operation that needs an SSH connection (SFTP, a
-// forwarded port, the wrapper) asked of a stream target.
-var ErrNotSSH = errors.New("remote: not an SSH target")
+// errNotSSH is an operation that needs an SSH connection (the wrapper's
+// control shell, a login shell) asked of a stream target.
+var errNotSSH = errors.New("remote: not an SSH target")
 
 func notSSH(r resolved, what string) error {
-	return fmt.Errorf("remote: %s: %s needs an SSH connection, and this target has none: %w", r.Target, what, ErrNotSSH)
+	return fmt.Errorf("remote: %s: %s needs an SSH connection, and this target has none: %w", r.Target, what, errNotSSH)
 }
 
 // HostKeyError is a host key that known_hosts does not vouch for.

@@ -10,7 +10,8 @@ import (
 
 // Forward is a listener on this machine's loopback whose connections are
 // carried over a pooled SSH connection (direct-tcpip channels, as ssh -L
-// makes them) to a port on the host.
+// makes them) to a port on the host, or for a container over its host
+// agent's stream (a tunnel of agent/tunnel.go).
 type Forward struct {
 	ln   net.Listener
 	done chan struct{}  // closed once, at Close
@@ -28,13 +29,17 @@ func (p *Pool) Forward(ctx context.Context, t Target, host string, port int) (*F
 	if err != nil {
 		return nil, err
 	}
-	if r.Stream() {
-		if r.jump == nil || r.Container() {
-			return nil, notSSH(r, "forwarding a port")
-		}
-		r = *r.jump // sudo on an SSH host: the host's ports
+	// A stream target's agent carries the connections (a container's
+	// ports are in its own network); sudo on an SSH host has the host's.
+	tunnel := r.Stream() && r.jump == nil
+	if r.Stream() && !tunnel {
+		r = *r.jump
 	}
-	if _, err := p.anyConn(ctx, r); err != nil {
+	if tunnel {
+		if _, err := p.streamAgent(ctx, r); err != nil {
+			return nil, err
+		}
+	} else if _, err := p.anyConn(ctx, r); err != nil {
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -43,7 +48,11 @@ func (p *Pool) Forward(ctx context.Context, t Target, host string, port int) (*F
 	}
 	f := &Forward{ln: ln, done: make(chan struct{})}
 	dest := net.JoinHostPort(host, strconv.Itoa(port))
-	started := p.spawn(func() { f.serve(p, r, dest) })
+	carry := f.carry
+	if tunnel {
+		carry = f.carryByAgent
+	}
+	started := p.spawn(func() { f.serve(p, r, dest, carry) })
 	if !started {
 		ln.Close()
 		return nil, errClosed
@@ -80,7 +89,7 @@ func (f *Forward) Close() error {
 	return nil
 }
 
-func (f *Forward) serve(p *Pool, r resolved, dest string) {
+func (f *Forward) serve(p *Pool, r resolved, dest string, carry func(*Pool, resolved, string, net.Conn)) {
 	for {
 		local, err := f.ln.Accept()
 		if err != nil {
@@ -96,7 +105,7 @@ func (f *Forward) serve(p *Pool, r resolved, dest string) {
 		f.mu.Unlock()
 		go func() {
 			defer f.wg.Done()
-			f.carry(p, r, dest, local)
+			carry(p, r, dest, local)
 		}()
 	}
 }
@@ -138,4 +147,32 @@ func (f *Forward) carry(p *Pool, r resolved, dest string, local net.Conn) {
 		_ = tc.CloseWrite()
 	}
 	wg.Wait()
+}
+
+// carryByAgent carries one connection through r's host agent, a tunnel
+// of its stream, until either side ends it or the forward closes.
+func (f *Forward) carryByAgent(p *Pool, r resolved, dest string, local net.Conn) {
+	ctx, cancel := context.WithCancel(p.life)
+	defer cancel()
+	go func() {
+		select {
+		case <-f.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	cl, err := p.streamAgent(ctx, r)
+	if err != nil {
+		local.Close()
+		return
+	}
+	done, err := cl.tunnel(ctx, dest, local)
+	if err != nil {
+		local.Close()
+		return
+	}
+	// Closing the connection ends the tunnel: its reset goes to the agent.
+	stop := context.AfterFunc(ctx, func() { local.Close() })
+	defer stop()
+	<-done
 }

@@ -10,6 +10,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/mevedel/mevedel-exec/remote/agent"
 	"github.com/pkg/sftp"
 )
 
@@ -19,14 +20,15 @@ import (
 // its new tail. A remote file longer than size is rewritten. Directories
 // it creates are 0700, the file 0600. A relative remotePath (or one
 // starting with "~/") is under the remote home. It returns the absolute
-// remote path.
+// remote path. A stream target (a container, sudo), which has no SFTP,
+// has its host agent write the copy.
 func (p *Pool) Publish(ctx context.Context, t Target, remotePath string, src io.ReaderAt, size int64) (string, error) {
 	r, err := p.resolve(t)
 	if err != nil {
 		return "", err
 	}
 	if r.Stream() {
-		return "", notSSH(r, "publishing a file")
+		return p.publishByAgent(ctx, r, remotePath, src, size)
 	}
 	var c *conn
 	var sc *sftp.Client
@@ -181,4 +183,49 @@ func (c *conn) sftpClient() (*sftp.Client, string, error) {
 	c.sftp, c.home = sc, home
 	c.open++ // the subsystem's channel, open until the client ends
 	return sc, home, nil
+}
+
+// publishChunk is the most output one request of a publication by the
+// host agent carries.
+const publishChunk = 1 << 20
+
+// publishByAgent publishes as Publish does through r's host agent.
+func (p *Pool) publishByAgent(ctx context.Context, r resolved, remotePath string, src io.ReaderAt, size int64) (string, error) {
+	cl, err := p.streamAgent(ctx, r)
+	if err != nil {
+		return "", err
+	}
+	call := func(req agent.Request) (agent.Reply, error) {
+		rep, err := cl.request(ctx, req)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return rep, context.Cause(ctx)
+		case err != nil:
+			return rep, unavailablef("remote: %s: publishing %s: %v", r.Target, remotePath, err)
+		case rep.Err != "":
+			return rep, fmt.Errorf("remote: %s: %s", r.Target, rep.Err)
+		}
+		return rep, nil
+	}
+	rep, err := call(agent.Request{Op: agent.OpPublish, Path: remotePath, Offset: -1})
+	if err != nil {
+		return "", err
+	}
+	n := rep.Size
+	if n > size {
+		n = 0 // not a prefix of ours: start again
+	}
+	buf := make([]byte, min(publishChunk, max(size-n, 0)))
+	for first := true; first || n < size; first = false {
+		k := int(min(int64(len(buf)), size-n))
+		if m, err := src.ReadAt(buf[:k], n); m < k {
+			return "", fmt.Errorf("publishing %s: reading the output at %d: %w", remotePath, n, err)
+		}
+		if rep, err = call(agent.Request{Op: agent.OpPublish, Path: remotePath, Offset: n, Data: buf[:k]}); err != nil {
+			return "", err
+		}
+		p.published.Add(int64(k))
+		n = rep.Size
+	}
+	return rep.Path, nil
 }

@@ -26,3 +26,14 @@ func BuildHelper(ctx context.Context, out string, forTests bool) error {
 	}
 	return nil
 }
+
+// BuildPortServer builds the static TCP server of the forwarding tests
+// (portserver/) to out: it runs in a test container too.
+func BuildPortServer(ctx context.Context, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "github.com/mevedel/mevedel-exec/internal/testsupport/portserver")
+	cmd.Env = append(cmd.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the port server: %v\n%s", err, b)
+	}
+	return nil
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -152,11 +153,16 @@ func Podman(ctx context.Context, args ...string) (string, error) {
 
 // RunContainer starts a container named name on rootfs that sleeps
 // until removed, with the limits runc may set here, the host's network
-// and work bind-mounted at /work. extra are more `podman run` options.
+// (unless extra names another: a network of its own needs the host's
+// cgroup file system bound in, as runc cannot mount one on this mixed
+// cgroup machine) and work bind-mounted at /work. extra are more
+// `podman run` options.
 func RunContainer(ctx context.Context, name, rootfs, work string, extra ...string) error {
 	args := []string{"run", "-d", "--name", name, "--runtime", "runc",
-		"--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", "--network", "host",
-		"-v", work + ":/work"}
+		"--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", "-v", work + ":/work"}
+	if !slices.Contains(extra, "--network") {
+		args = append(args, "--network", "host")
+	}
 	args = append(append(args, extra...), "--rootfs", rootfs, "sleep", "infinity")
 	_, err := Podman(ctx, args...)
 	return err

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/mevedel/mevedel-exec/process"
 	"github.com/mevedel/mevedel-exec/sandbox"
@@ -73,6 +75,8 @@ type host struct {
 	// output is spliced to; -1 when out is not a pipe.
 	spliceTo int
 
+	tunnels *Tunnels // forwarded connections (tunnel.go)
+
 	mu    sync.Mutex
 	execs map[uint32]*hostExec // guarded by mu
 	gates map[uint32]chan bool // guarded by mu: a gated start's go (true) or abort
@@ -123,6 +127,8 @@ func Serve(in io.Reader, out io.Writer) error {
 		return err
 	}
 	br := bufio.NewReaderSize(in, 64<<10)
+	h.tunnels = NewTunnels(h.w, true)
+	defer h.tunnels.CloseAll()
 	defer h.wg.Wait()
 	defer close(h.ended) // first: gated starts give up before the wait
 	for {
@@ -156,10 +162,39 @@ func Serve(in io.Reader, out io.Writer) error {
 				default: // a second word for the same start
 				}
 			}
+		case MsgDial:
+			go h.dial(f.ID, string(f.Payload))
 		default:
-			return fmt.Errorf("unknown frame type %q", f.Type)
+			if !h.tunnels.Handle(f) {
+				return fmt.Errorf("unknown frame type %q", f.Type)
+			}
 		}
 	}
+}
+
+// dialTimeout bounds a tunnel's connect to an address where the host
+// runs.
+const dialTimeout = 10 * time.Second
+
+// dial connects tunnel id to addr and says whether it could.
+func (h *host) dial(id uint32, addr string) {
+	conn, err := net.DialTimeout("tcp", addr, dialTimeout)
+	if err != nil {
+		_ = h.w.Write(MsgDialed, id, []byte(err.Error()))
+		return
+	}
+	tu, err := h.tunnels.Register(id, conn)
+	if err != nil {
+		conn.Close()
+		return // the stream has ended
+	}
+	// Said before either pump sends: the helper runs its side on it.
+	if h.w.Write(MsgDialed, id, nil) != nil {
+		tu.Abort()
+		conn.Close()
+		return
+	}
+	tu.Run()
 }
 
 // waitGate is a gated start's BeforeRun: the helper's go, else why not.
@@ -451,6 +486,9 @@ func (h *host) request(id uint32, payload []byte) {
 		return
 	case OpTools:
 		h.send(MsgReply, id, Reply{Lacks: Lacking(r.Tools), Looked: true})
+		return
+	case OpPublish:
+		h.send(MsgReply, id, h.publish(r))
 		return
 	case OpDenials:
 		var rep Reply

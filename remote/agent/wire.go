@@ -126,6 +126,7 @@ const (
 	OpConfine = "confine" // Sandbox: the policy resolved against this host, and whether bwrap works here
 	OpDenials = "denials" // Sandbox (applied), Dir, Data (output): the denials the output shows
 	OpRelease = "release" // Exec: remove its group and box mount points now (nothing of it is alive); Limit
+	OpPublish = "publish" // Path, Offset, Data: a published output's copy here (publish.go)
 	OpTools   = "tools"   // Tools: which of them this host lacks (Lacks)
 )
 
@@ -145,6 +146,9 @@ type Request struct {
 	// OpConfine, OpDenials.
 	Sandbox *sandbox.Policy `json:"sandbox,omitempty"`
 	Dir     string          `json:"dir,omitempty"`
+	// OpPublish.
+	Path   string `json:"path,omitempty"`
+	Offset int64  `json:"offset,omitempty"`
 	// OpTools: programs to look for as the agent's commands would.
 	Tools []string `json:"tools,omitempty"`
 }
@@ -171,6 +175,9 @@ type Reply struct {
 	// OpRelease: the limit that ended the command, read once all of it
 	// was gone.
 	Limit string `json:"limit,omitempty"`
+	// OpPublish: the copy's absolute path and its size now.
+	Path string `json:"path,omitempty"`
+	Size int64  `json:"size,omitempty"`
 	// OpTools: the programs asked for that are not found; Looked is set
 	// so that an agent that does not know the op is told apart.
 	Lacks  []string `json:"lacks,omitempty"`

@@ -7,9 +7,11 @@ package e2e
 // is removed at the end (no grace).
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -247,8 +249,9 @@ func TestPodmanContainerReplacedSettlesLost(t *testing.T) {
 	if _, err := testsupport.Podman(ctx, "rm", "-f", "-t", "0", name); err != nil {
 		t.Fatal(err)
 	}
-	// The new incarnation, with a process at the old command's pid if
-	// it can be had: it must not be signalled.
+	// The new incarnation: nothing in it may be signalled for the old
+	// one (its pid 1 is checked below; a process at the old command's
+	// own pid, TestPodmanRecoveryOnReplacedContainer).
 	if err := testsupport.RunContainer(ctx, name, containers.rootfs, containers.work); err != nil {
 		t.Fatal(err)
 	}
@@ -338,9 +341,8 @@ func TestDockerTargetThroughPodmanCLI(t *testing.T) {
 }
 
 // A container without bubblewrap refuses a required sandbox before
-// anything runs, naming why; a container's ports are not forwarded yet,
-// and exec/forward says so.
-func TestPodmanSandboxRequiredRefusedAndNoForward(t *testing.T) {
+// anything runs, naming why.
+func TestPodmanSandboxRequiredRefused(t *testing.T) {
 	t.Parallel()
 	containerSetup(t)
 	p := podmanPlace(t, containers.shared, "")
@@ -354,10 +356,92 @@ func TestPodmanSandboxRequiredRefusedAndNoForward(t *testing.T) {
 	if _, err := os.Stat(marker); !os.IsNotExist(err) {
 		t.Errorf("the refused command ran: %v", err)
 	}
-	o := p.s.mustStart("echo up; exec sleep 1000", map[string]any{"cwd": cwd, "yieldMs": 0})
-	p.s.observeUntil(o, "up")
-	p.h.wantError("exec/forward", map[string]any{"sessionId": p.s.id, "executionId": o.Facts.ExecutionID, "port": 8080}, -32003, "refused")
-	p.h.mustCall("exec/stop", map[string]any{"sessionId": p.s.id, "executionId": o.Facts.ExecutionID}, nil)
+}
+
+// A port of a container with a network of its own (loopback only,
+// unreachable from here) is forwarded through its host agent's stream:
+// the server answers from the container's network namespace, a MiB goes
+// there and back with each side's end of writing carried, unforward and
+// the execution's end close the listener.
+func TestPodmanPortForwardedThroughTheAgent(t *testing.T) {
+	t.Parallel()
+	name := newContainer(t, "--network", "none", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:ro")
+	p := podmanPlace(t, name, "")
+	local, cwd := p.dir(t)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	if err := testsupport.BuildPortServer(ctx, filepath.Join(local, "portserver")); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	o := p.s.mustStart(fmt.Sprintf("exec %s %d", p.inside(filepath.Join(local, "portserver")), port),
+		map[string]any{"cwd": cwd, "readyPort": port, "yieldMs": 60000})
+	if o.Final || !o.Facts.Ready || !listensOn(o.Facts, port) {
+		t.Fatalf("start %q %+v", o.Output, o.Facts)
+	}
+	id := o.Facts.ExecutionID
+	if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+		c.Close()
+		t.Fatalf("port %d of the container is reachable here without a forward", port)
+	}
+	forward := func() string {
+		t.Helper()
+		var fw struct{ LocalAddress string }
+		p.h.mustCall("exec/forward", map[string]any{"sessionId": p.s.id, "executionId": id, "port": port}, &fw)
+		if !strings.HasPrefix(fw.LocalAddress, "127.0.0.1:") {
+			t.Fatalf("localAddress %q", fw.LocalAddress)
+		}
+		return fw.LocalAddress
+	}
+	addr := forward()
+	here, _ := os.Readlink("/proc/self/ns/net")
+	payload := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	// Two connections at once: each tunnel has its own flow.
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(waitBound))
+			go func() {
+				_, _ = c.Write(payload)
+				_ = c.(*net.TCPConn).CloseWrite()
+			}()
+			got, err := io.ReadAll(c)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			greeting, rest, _ := bytes.Cut(got, []byte("\n"))
+			if !bytes.HasPrefix(greeting, []byte("netns net:")) || string(greeting) == "netns "+here {
+				t.Errorf("greeting %q, this machine's network %q", greeting, here)
+			}
+			if !bytes.Equal(rest, payload) {
+				t.Errorf("echoed %d bytes, want the %d sent", len(rest), len(payload))
+			}
+		})
+	}
+	wg.Wait()
+	p.h.mustCall("exec/unforward", map[string]any{"sessionId": p.s.id, "executionId": id, "port": port}, nil)
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Fatalf("%s still accepts after unforward", addr)
+	}
+	addr = forward()
+	p.h.mustCall("exec/stop", map[string]any{"sessionId": p.s.id, "executionId": id}, nil)
+	if !testsupport.Poll(waitBound, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	}) {
+		t.Fatalf("%s still accepts after the execution ended", addr)
+	}
 }
 
 // Recovery after a helper's crash finds its container made again under
@@ -384,8 +468,9 @@ func TestPodmanRecoveryOnReplacedContainer(t *testing.T) {
 	if err := testsupport.RunContainer(ctx, name, containers.rootfs, containers.work); err != nil {
 		t.Fatal(err)
 	}
-	// A process of the new container at the old command's pid (pids are
-	// handed out in order in a fresh pid namespace).
+	// A process of the new container at the old command's pid: pids
+	// are handed out one by one in a fresh pid namespace, and nothing
+	// else runs there yet, so the loop reaches it.
 	out, err := testsupport.Podman(ctx, "exec", name, "bash", "-c", fmt.Sprintf(
 		`for i in {1..500}; do sleep 1000 >/dev/null 2>&1 & [ $! -ge %d ] && break; kill $!; wait $! 2>/dev/null; done; echo $!`, f.Pid))
 	if err != nil {
@@ -393,7 +478,7 @@ func TestPodmanRecoveryOnReplacedContainer(t *testing.T) {
 	}
 	squatter := strings.TrimSpace(out)
 	if squatter != fmt.Sprint(f.Pid) {
-		t.Logf("the new container's process has pid %s, not the old command's %d", squatter, f.Pid)
+		t.Fatalf("the new container's process has pid %s, not the old command's %d: the check below would look at another process", squatter, f.Pid)
 	}
 	h2 := startHelper(t)
 	var info execution.SessionInfo

@@ -211,6 +211,58 @@ func targetTransportLossIsUnknown(t *testing.T, p targetPlace) {
 	}
 }
 
+// A yielded execution's output is published where it runs, by its host
+// agent (no SFTP there): private, complete at settlement, appended to.
+func targetArtifactPublished(t *testing.T, p targetPlace) {
+	local, cwd := p.dir(t)
+	art := filepath.Join(local, "artifacts")
+	// The state directory beside the place's own, where the helper's
+	// user may write (the target's may be another).
+	id := fmt.Sprintf("art%d", time.Now().UnixNano())
+	var info execution.SessionInfo
+	p.h.mustCall("session/open", map[string]any{"sessionId": id, "stateDir": filepath.Join(filepath.Dir(p.s.stateDir), id),
+		"remoteArtifactDir": p.inside(art)}, &info)
+	s := &session{h: p.h, id: id, stateDir: info.StateDir, prefix: info.IDPrefix}
+	gate := filepath.Join(local, "gate")
+	if err := mkfifo(gate); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chmod(gate, 0o666) // the target's user may be another uid
+	o := s.mustStart("echo first; cat "+p.inside(gate)+" >/dev/null; echo second", map[string]any{"cwd": cwd, "yieldMs": 0})
+	eid := o.Facts.ExecutionID
+	s.observeUntil(o, "first")
+	published := filepath.Join(art, "executions", eid+".log")
+	live := p.h.waitLive(func(f execution.Facts) bool { return f.ExecutionID == eid && f.PublishedPath != "" })
+	if live.PublishedPath != p.inside(published) {
+		t.Fatalf("publishedPath %q, want %q", live.PublishedPath, p.inside(published))
+	}
+	waitFile(t, published, "first\n")
+	for path, mode := range map[string]os.FileMode{published: 0o600, filepath.Dir(published): 0o700, art: 0o700} {
+		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != mode {
+			t.Fatalf("%s: %v %v, want %v", path, fi.Mode().Perm(), err, mode)
+		}
+	}
+	// Mark the copy: only new bytes are appended after it.
+	ino := inode(t, published)
+	f, err := os.OpenFile(published, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte("F"), 0)
+	f.Close()
+	release(t, gate)
+	_, final := s.waitFinal(eid, nil)
+	if final.Facts.PublishedPath != p.inside(published) || final.Facts.Status != execution.StatusCompleted {
+		t.Fatalf("final: %+v", final.Facts)
+	}
+	if b, err := os.ReadFile(published); err != nil || string(b) != "First\nsecond\n" {
+		t.Fatalf("published %q, %v", b, err)
+	}
+	if inode(t, published) != ino {
+		t.Fatal("the published file was replaced instead of appended to")
+	}
+}
+
 // targetCore runs the core checks at the place each subtest makes.
 func targetCore(t *testing.T, place func(t *testing.T) targetPlace) {
 	for _, c := range []struct {
@@ -223,6 +275,7 @@ func targetCore(t *testing.T, place func(t *testing.T) targetPlace) {
 		{"StopLeavesNoSurvivor", targetStopLeavesNoSurvivor},
 		{"LingeringDescendantsCleaned", targetLingeringDescendantsCleaned},
 		{"TransportLossIsUnknown", targetTransportLossIsUnknown},
+		{"ArtifactPublished", targetArtifactPublished},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
