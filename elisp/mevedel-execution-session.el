@@ -320,11 +320,19 @@ SESSION, SESSION nil every session.  `mevedel-execution-stop-owner',
   (id nil :read-only t :documentation "The session id.")
   (state-dir nil :documentation "Where its spools live (its artifact directory).")
   (limits nil :read-only t :documentation "Wire plist of limits, or nil.")
+  (target nil :read-only t
+          :documentation "TRAMP name of the machine it works in; nil: this one.")
+  (target-info nil :documentation "The helper's description of the target at the last open:
+a plist of :name, :target-method, :support-tier, :remote-mode,
+:incarnation, :lacks, :missing, and :replaced or :error when given.")
   (generation nil :documentation "The helper generation it is open on.")
   (id-prefix nil :documentation "Prefix of execution ids on that helper.")
   (recovered nil :documentation "Facts of the executions its last open marked lost.")
   (busy-owners nil :documentation "Owners last said busy; told again on a new helper.")
   (retiring nil :documentation "Begun retirements: (OWNER FRONTIER . GENERATION) each."))
+
+(defconst mevedel-execution--target-seconds 15
+  "How long the helper takes at most to describe a session's remote target.")
 
 (defun mevedel-execution--open-on (conn session)
   "Open SESSION on CONN's helper."
@@ -341,7 +349,12 @@ SESSION, SESSION nil every session.  `mevedel-execution-stop-owner',
                     (mevedel-execution-session-params
                      session 'session/open
                      (list :state-dir (mevedel-execution-session-state-dir session)
-                           :limits (mevedel-execution-session-limits session)))))
+                           :limits (mevedel-execution-session-limits session)
+                           :target (mevedel-execution-session-target session)))
+                    ;; A remote target is reached and probed first.
+                    (and (mevedel-execution-session-target session)
+                         (+ mevedel-execution-request-timeout
+                            mevedel-execution--target-seconds))))
       ((error quit)
        (setf (mevedel-execution-session-generation session) before)
        (signal (car err) (cdr err))))
@@ -350,6 +363,9 @@ SESSION, SESSION nil every session.  `mevedel-execution-stop-owner',
     (mevedel-execution--seed-live conn session)
     (setf (mevedel-execution-session-recovered session)
           (plist-get info :recovered))
+    (setf (mevedel-execution-session-target-info session)
+          (plist-get info :target))
+    (mevedel-execution--report-target session)
     ;; A new helper thinks every owner idle: one that is busy would be
     ;; woken in the middle of its turn.
     (dolist (owner (mevedel-execution-session-busy-owners session))
@@ -399,6 +415,27 @@ The text is on one line and at most 60 characters long."
          (name (string-trim (replace-regexp-in-string "[ \t\n\r]+" " " name))))
     (truncate-string-to-width name 60 nil nil "…")))
 
+(defun mevedel-execution--report-target (session)
+  "Tell what SESSION's last open found wrong with its target, if anything."
+  (let* ((info (mevedel-execution-session-target-info session))
+         (name (or (plist-get info :name) (mevedel-execution-session-target session))))
+    (cond
+     ((plist-get info :error)
+      (message "mevedel-exec: session %s: target %s: %s"
+               (mevedel-execution-session-id session) name (plist-get info :error)))
+     ((plist-get info :missing)
+      (message "mevedel-exec: session %s: target %s lacks %s; commands cannot run there"
+               (mevedel-execution-session-id session) name
+               (mapconcat #'identity (plist-get info :missing) ", ")))
+     ((plist-get info :replaced)
+      (message "mevedel-exec: session %s: target %s was replaced (rebooted or made again) since its last open"
+               (mevedel-execution-session-id session) name)))))
+
+(defun mevedel-execution-session-target-lacks (session)
+  "Return the programs SESSION's target lacks, as its last open found them.
+A list of strings among \"bash\", \"setsid\", \"bwrap\" and \"rg\"."
+  (append (plist-get (mevedel-execution-session-target-info session) :lacks) nil))
+
 (defun mevedel-execution--report-recovered (session)
   "Tell which executions SESSION's last reopen marked lost, if any."
   (let ((lost (mevedel-execution-session-recovered session)))
@@ -417,7 +454,7 @@ its directory under `mevedel-execution-person-directory'."
          (dir (mevedel-execution--person-state-dir id)))
     (list id (read-directory-name "Keep its output in: " dir dir))))
 
-(defun mevedel-execution-open-session (id state-dir &optional limits)
+(defun mevedel-execution-open-session (id state-dir &optional limits target)
   "Open the session ID, keeping its output under STATE-DIR.
 Interactively, offers the person's session of the current project
 \(see `mevedel-execution-person-session-id'); a session already
@@ -430,7 +467,13 @@ failure.  Return the session object.  `mevedel-execution-session-recovered'
 gives the facts of the executions that an earlier helper left
 without an end and this open marked lost (termination \"lost\");
 after the helper died, the session opens again by itself on the
-next call, and the slot then says what that open recovered."
+next call, and the slot then says what that open recovered.
+TARGET is the TRAMP name of the machine the session works in
+\(\"/ssh:me@host:\", \"/podman:box:\"); nil means the remote part
+of `default-directory', or this machine when it is local.
+`mevedel-execution-session-target-info' gives the helper's
+description of it: its incarnation, what it lacks, and whether it
+was replaced since the last open of STATE-DIR."
   (interactive (mevedel-execution--read-open-session))
   (unless (and (stringp id) (not (string-empty-p id)))
     (signal 'wrong-type-argument (list 'stringp id)))
@@ -439,16 +482,19 @@ next call, and the slot then says what that open recovered."
   (if (and (called-interactively-p 'any) (mevedel-execution-find-session id))
       (progn (message "mevedel-exec: session %s is open already" id)
              (mevedel-execution-find-session id))
-    (let ((session (mevedel-execution--open-session id state-dir limits)))
+    (let ((session (mevedel-execution--open-session
+                    id state-dir limits
+                    (or target (file-remote-p default-directory)))))
       (when (called-interactively-p 'any)
         (message "mevedel-exec: session %s open, output in %s"
                  id (abbreviate-file-name (mevedel-execution-session-state-dir session))))
       session)))
 
-(defun mevedel-execution--open-session (id state-dir limits)
-  "Open the session ID in STATE-DIR with LIMITS; return it."
+(defun mevedel-execution--open-session (id state-dir limits target)
+  "Open the session ID in STATE-DIR with LIMITS on TARGET; return it."
   (let ((session (mevedel-execution--make-session
-                  :id id :state-dir (expand-file-name state-dir) :limits limits)))
+                  :id id :state-dir (expand-file-name state-dir) :limits limits
+                  :target target)))
     ;; Open already while the helper opens it: deliveries an earlier
     ;; helper left pending in STATE-DIR may come before the answer.
     (push session mevedel-execution--sessions)

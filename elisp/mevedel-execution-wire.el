@@ -58,7 +58,7 @@
   '((initialize :client-name :client-version :protocol-version)
     (shutdown)
     ($/cancelRequest :id)
-    (session/open :session-id :state-dir :limits :role)
+    (session/open :session-id :state-dir :limits :role :target)
     (session/close :session-id)
     (session/unknownOutcome :session-id)
     (session/acknowledgeUnknown :session-id)

@@ -47,7 +47,7 @@ func (m *Manager) Attach(id, stateDir string) (sess *Session, info SessionInfo, 
 	}
 	return s, SessionInfo{
 		SessionID: id, StateDir: s.stateDir.Root, IDPrefix: s.prefix, Recovered: []Facts{},
-		Journal: s.journal.Health(), Attached: true, Live: s.Live(),
+		Journal: s.journal.Health(), Attached: true, Live: s.Live(), Target: s.Target(),
 	}, true, nil
 }
 

@@ -180,6 +180,8 @@ type SessionInfo struct {
 	// and the open attached to it; Live then lists its live executions.
 	Attached bool    `json:"attached,omitempty"`
 	Live     []Facts `json:"live,omitempty"`
+	// Target describes the session's target (target.go).
+	Target *TargetInfo `json:"target,omitempty"`
 }
 
 // Open opens a session on stateDir, creating it (0700) when missing and

@@ -132,9 +132,14 @@ func (s *Session) StartAndAwait(ctx context.Context, c Caller, p StartParams, yi
 		reply(Observation{}, fault.New(fault.Unavailable, "the helper is shutting down"))
 		return
 	}
-	if resolved, ok := pool.Ready(t); ok {
-		// Connected, its agent up: registered here, in arrival order, as
-		// a local start is, with no goroutine to wait for first.
+	rd, probed := pool.Probed(t)
+	if resolved, ok := pool.Ready(t); ok && probed {
+		if err := rd.Err(where(resolved)); err != nil {
+			reply(Observation{}, fault.New(fault.Unavailable, "%w", err))
+			return
+		}
+		// Connected, its agent up, probed: registered here, in arrival
+		// order, as a local start is, with no goroutine to wait for first.
 		cctx, cancel := context.WithCancel(ctx)
 		p.remote = &remoteExec{pool: pool, named: t, target: resolved, startCtx: cctx}
 		e, err := s.Start(c, p)
@@ -157,6 +162,24 @@ func (s *Session) StartAndAwait(ctx context.Context, c Caller, p StartParams, yi
 		stop := context.AfterFunc(s.life, cancel) // the session's end
 		defer stop()
 		resolved, err := pool.Connect(cctx, t)
+		if err == nil {
+			// Once per carrier: what the target lacks (the agent's
+			// deployment is waited for, as the start would).
+			rd, err := pool.Probe(cctx, t)
+			switch {
+			case ctx.Err() != nil || s.life.Err() != nil:
+			case err == nil:
+				if err := rd.Err(where(resolved)); err != nil {
+					reply(Observation{}, fault.New(fault.Unavailable, "%w", err))
+					return
+				}
+			case errors.Is(err, remote.ErrUnavailable):
+				reply(Observation{}, fault.New(fault.Unavailable, "%w", err))
+				return
+			default:
+				logf("%v; starting anyway", err)
+			}
+		}
 		if err != nil {
 			if ctx.Err() == nil && s.life.Err() == nil {
 				reply(Observation{}, fault.New(fault.Unavailable, "%w", err))
@@ -180,15 +203,19 @@ func (s *Session) StartAndAwait(ctx context.Context, c Caller, p StartParams, yi
 	})
 }
 
+// where is a resolved target's name, as the facts' target says it.
+func where(t remote.Target) string {
+	t.Path = ""
+	return t.String()
+}
+
 // where names where p runs for the facts: target "local", or the SSH
 // host ("ssh:user@host#port", after its hops) with the method as the cwd
 // writes it. A TRAMP cwd must come through StartAndAwait, which connects
 // first.
 func (p StartParams) where(cwd string) (target, method, tier string, err error) {
 	if p.remote != nil {
-		t := p.remote.target
-		t.Path = ""
-		return t.String(), p.remote.named.MethodName(), p.remote.named.Tier(), nil
+		return where(p.remote.target), p.remote.named.MethodName(), p.remote.named.Tier(), nil
 	}
 	if _, isRemote, _ := remote.ParseTRAMP(cwd); isRemote {
 		return "", "", "", fault.New(fault.InvalidParams, "cwd %q names a remote host, which only exec/start supports", cwd)

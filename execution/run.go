@@ -242,6 +242,7 @@ probe:
 		// Its host came back in another boot: the command cannot run
 		// there any more, whatever the lost connection left unproven.
 		e.settle(nil, &stopCause{term: Lost, reason: ReasonTargetReplaced})
+		e.s.replacementSettled(e.Facts().Target)
 		return
 	}
 	e.settle(&exit, cause)

@@ -67,6 +67,13 @@ type Session struct {
 	changes map[*Execution]struct{} // guarded by chMu
 
 	remoteDir string // set once at open; see artifactDir
+	// target is the description of the session's target, set once at
+	// open (target.go), for a client that attaches later.
+	target atomic.Pointer[TargetInfo]
+	// recorded is the state directory's record of the target as the
+	// open left it; nil when the open wrote none.
+	recMu    sync.Mutex
+	recorded *targetRecord // guarded by recMu
 
 	ports portForwards // exec/forward listeners (portforward.go)
 	// The session's sandbox and resource defaults, set once at open.

@@ -36,6 +36,8 @@ type Pool struct {
 
 	resolvedMu sync.Mutex
 	resolved   map[Target]resolvedEntry // guarded by resolvedMu; by target without Path
+
+	ready probes // what each target lacks (ready.go)
 }
 
 // hostConns are the connections to one (user, host, port).

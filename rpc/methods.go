@@ -67,6 +67,10 @@ func (s *Server) sessionOpen(req *jsonrpc2.Request, r *reply) {
 		r.fail(err)
 		return
 	}
+	if err := execution.CheckTarget(p.Target); err != nil {
+		r.fail(err)
+		return
+	}
 	if s.daemon && s.attachOpen(r, p) {
 		return
 	}
@@ -75,12 +79,15 @@ func (s *Server) sessionOpen(req *jsonrpc2.Request, r *reply) {
 	// back until it has answered.
 	sid := p.SessionID
 	s.opening[sid] = true
+	ctx := r.cancellable() // bounds the target's description
 	s.goOwned(func() {
 		info, err := s.mgr.Open(sid, p.StateDir, p.Limits)
 		if err == nil {
 			if sess, serr := s.mgr.Session(sid); serr == nil {
 				sess.SetRemoteArtifactDir(p.RemoteArtifactDir)
 				sess.SetDefaults(p.Sandbox, p.Resources)
+				ti := sess.DescribeTarget(ctx, p.Target, info.Recovered)
+				info.Target = &ti
 				s.track(sess)
 				if s.daemon {
 					s.attachTo(r.p, sess, p.Role)

@@ -90,6 +90,10 @@ type SessionOpenParams struct {
 	// client) or "observer" (user authority, passive events only). It
 	// matters on a daemon, where several clients open one session.
 	Role string `json:"role,omitempty"`
+	// Target names the machine the session works in: a TRAMP name of a
+	// host or container ("/ssh:user@host#22:", "/podman:box:/src"), or a
+	// local path or nothing for this machine. The answer describes it.
+	Target string `json:"target,omitempty"`
 }
 
 // Roles of a client in a session it opened.

@@ -484,6 +484,9 @@ func (h *host) request(id uint32, payload []byte) {
 		}
 		h.send(MsgReply, id, rep)
 		return
+	case OpTools:
+		h.send(MsgReply, id, Reply{Lacks: Lacking(r.Tools), Looked: true})
+		return
 	case OpPublish:
 		h.send(MsgReply, id, h.publish(r))
 		return

@@ -2,7 +2,10 @@ package agent
 
 import (
 	"os"
+	"os/exec"
 	"strings"
+
+	"github.com/mevedel/mevedel-exec/process"
 )
 
 // A host's incarnation is its boot: a command the agent started lives no
@@ -75,4 +78,23 @@ func ParseHello(rest string) (version string, inc Incarnation) {
 		inc = Incarnation{BootID: undash(f[1]), Hostname: undash(f[2])}
 	}
 	return f[0], inc
+}
+
+// Lacking returns the tools this host lacks: bash as the agent finds the
+// shell of every command it starts, the others on the agent's own PATH
+// (what sshd, sudo or the engine gave it), where its bwrap probe looks.
+func Lacking(tools []string) []string {
+	var lacks []string
+	for _, t := range tools {
+		var err error
+		if t == "bash" {
+			_, err = process.LookBash()
+		} else {
+			_, err = exec.LookPath(t)
+		}
+		if err != nil {
+			lacks = append(lacks, t)
+		}
+	}
+	return lacks
 }

@@ -127,6 +127,7 @@ const (
 	OpDenials = "denials" // Sandbox (applied), Dir, Data (output): the denials the output shows
 	OpRelease = "release" // Exec: remove its group and box mount points now (nothing of it is alive); Limit
 	OpPublish = "publish" // Path, Offset, Data: a published output's copy here (publish.go)
+	OpTools   = "tools"   // Tools: which of them this host lacks (Lacks)
 )
 
 // Request is one request to the host.
@@ -148,6 +149,8 @@ type Request struct {
 	// OpPublish.
 	Path   string `json:"path,omitempty"`
 	Offset int64  `json:"offset,omitempty"`
+	// OpTools: programs to look for as the agent's commands would.
+	Tools []string `json:"tools,omitempty"`
 }
 
 // Reply answers a request. Errno carries a system error (ESRCH from an
@@ -175,6 +178,10 @@ type Reply struct {
 	// OpPublish: the copy's absolute path and its size now.
 	Path string `json:"path,omitempty"`
 	Size int64  `json:"size,omitempty"`
+	// OpTools: the programs asked for that are not found; Looked is set
+	// so that an agent that does not know the op is told apart.
+	Lacks  []string `json:"lacks,omitempty"`
+	Looked bool     `json:"looked,omitempty"`
 }
 
 // Confinement answers OpConfine: the policy as this host applies it (its

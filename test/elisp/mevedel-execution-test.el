@@ -296,5 +296,35 @@ call starts a new helper and reopens the session."
           (should (equal (mevedel-execution-program-file) built)))
       (delete-directory mevedel-execution-install-directory t))))
 
+(ert-deftest mevedel-execution-test-session-target ()
+  "A session keeps the helper's description of its target.
+Without one it is this machine, in its boot; a TRAMP name given, or
+the remote part of `default-directory', is the target, and one that
+cannot be reached is described with the reason, the open succeeding."
+  (mevedel-execution-test--with-helper session
+    (let ((info (mevedel-execution-session-target-info session))
+          (boot (with-temp-buffer
+                  (insert-file-contents "/proc/sys/kernel/random/boot_id")
+                  (string-trim (buffer-string)))))
+      (should-not (mevedel-execution-session-target session))
+      (should (equal (plist-get info :name) "local"))
+      (should (equal (plist-get (plist-get info :incarnation) :boot-id) boot))
+      (should (listp (mevedel-execution-session-target-lacks session)))
+      (should-not (plist-get info :error)))
+    (let* ((name "/ssh:nobody@127.0.0.1#1:")
+           (far (mevedel-execution-open-session
+                 "ert-far" (make-temp-file "mevedel-ert-far-" t) nil name))
+           (info (mevedel-execution-session-target-info far)))
+      (should (equal (mevedel-execution-session-target far) name))
+      (should (equal (plist-get info :name) "ssh:nobody@127.0.0.1#1"))
+      (should (equal (plist-get info :target-method) "ssh"))
+      (should (string-match-p "127\\.0\\.0\\.1" (plist-get info :error)))
+      (should-not (plist-get info :incarnation)))
+    (let* ((state (make-temp-file "mevedel-ert-dd-" t))
+           (near (let ((default-directory "/ssh:nobody@127.0.0.1#1:/tmp/"))
+                   (mevedel-execution-open-session "ert-dd" state))))
+      (should (equal (mevedel-execution-session-target near) "/ssh:nobody@127.0.0.1#1:"))
+      (should (plist-get (mevedel-execution-session-target-info near) :error)))))
+
 (provide 'mevedel-execution-test)
 ;;; mevedel-execution-test.el ends here
