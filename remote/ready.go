@@ -132,6 +132,9 @@ func (p *Pool) Probe(ctx context.Context, t Target) (Readiness, error) {
 				if ctx.Err() != nil {
 					return Readiness{}, context.Cause(ctx)
 				}
+				if errors.Is(err, errNoAgentHere) {
+					return p.probeEngine(ctx, r) // the wrapper serves the container
+				}
 				if r.Stream() {
 					return Readiness{}, err
 				}
@@ -204,3 +207,42 @@ func parseWrapperProbe(out []byte) (Readiness, error) {
 	inc := Incarnation{BootID: undash(f[0]), Hostname: undash(f[1])}
 	return readiness(ModeWrapper, inc, f[2:]), nil
 }
+
+// probeEngine probes a container whose commands go through the wrapper:
+// the wrapper's probe over one engine exec, kept while the container's
+// control shell runs (a new incarnation starts another).
+func (p *Pool) probeEngine(ctx context.Context, r resolved) (Readiness, error) {
+	inc, err := p.engineUp(ctx, r)
+	if err != nil {
+		return Readiness{}, err
+	}
+	es, err := p.engine(r)
+	if err != nil {
+		return Readiness{}, err
+	}
+	es.ctl.mu.Lock()
+	run := es.ctl.run
+	es.ctl.mu.Unlock()
+	if run == nil {
+		return Readiness{}, unavailablef("remote: %s: the control shell ended", r.Target)
+	}
+	out, errOut, _, err := p.runShort(ctx, p.engineExec(r, false, "/bin/sh", "-c", wrapperProbe))
+	if err != nil {
+		return Readiness{}, unavailablef("remote: %s: the readiness probe: %v", r.Target, err)
+	}
+	rd, err := parseWrapperProbe(out)
+	if err != nil {
+		return Readiness{}, unavailablef("remote: %s: %v (%s)", r.Target, err, bytes.TrimSpace(errOut))
+	}
+	// The engine's incarnation, with the host's boot and the container's
+	// name as the probe read them.
+	inc.BootID, inc.Hostname = rd.Incarnation.BootID, rd.Incarnation.Hostname
+	rd.Incarnation = inc
+	p.remember(r, ctlCarrier{run}, rd)
+	return rd, nil
+}
+
+// ctlCarrier is a control shell as the carrier a probe is kept with.
+type ctlCarrier struct{ run *ctlRun }
+
+func (c ctlCarrier) isDead() bool { return c.run.failed() }
