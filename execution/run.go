@@ -19,6 +19,7 @@ import (
 const (
 	probeInterval  = 5 * time.Millisecond  // first wait between liveness probes
 	probeMax       = 50 * time.Millisecond // longest wait between probes
+	quietWait      = 20 * time.Millisecond // for a shell's leftovers to be reaped, before a scan
 	drainTimeout   = 2 * time.Second       // output EOF after every tracked writer is gone
 	unkillableWait = 30 * time.Second      // after SIGKILL, before settling anyway
 	progressFirst  = 2 * time.Second
@@ -188,7 +189,12 @@ wait:
 	}
 
 	// The shell is gone; descendants that linger are cleaned up the same
-	// way, and settlement waits until none is alive.
+	// way, and settlement waits until none is alive. Those about to end
+	// by themselves (a sandbox's own) are waited for first, briefly: a
+	// reap, not a scan, tells.
+	if q, ok := proc.(interface{ Quiet(time.Duration) bool }); ok {
+		q.Quiet(quietWait)
+	}
 	if cause == nil && proc.Alive() {
 		_ = proc.Signal(unix.SIGTERM)
 		kill = time.After(e.grace)
