@@ -374,8 +374,8 @@ func quiet(pgid int, d time.Duration) bool {
 		if noneLeft(pgid) {
 			return true
 		}
-		if next == nil {
-			return false // no reaper yet: nothing was started
+		if next == nil || d <= 0 {
+			return false // no reaper yet (nothing was started), or no wait
 		}
 		if expired == nil {
 			t := time.NewTimer(d)
