@@ -192,17 +192,18 @@ wait:
 	// way, and settlement waits until none is alive. Those about to end
 	// by themselves (a sandbox's own) are waited for first, briefly: a
 	// reap, not a scan, tells.
+	gone := false
 	if q, ok := proc.(interface{ Quiet(time.Duration) bool }); ok {
-		q.Quiet(quietWait)
+		gone = q.Quiet(quietWait)
 	}
-	if cause == nil && proc.Alive() {
+	if cause == nil && !gone && proc.Alive() {
 		_ = proc.Signal(unix.SIGTERM)
 		kill = time.After(e.grace)
 	}
 	interval := probeInterval
 	var giveUp <-chan time.Time
 probe:
-	for proc.Alive() {
+	for !gone && proc.Alive() {
 		select {
 		case <-kill:
 			kill = nil

@@ -347,6 +347,12 @@ func noneLeft(pgid int) bool {
 	}
 	reaper.mu.Lock()
 	defer reaper.mu.Unlock()
+	return noAdopteeLocked()
+}
+
+// noAdopteeLocked is noneLeft's question about adopted orphans: none of
+// them is alive, and the reaper knows them all. Called with mu held.
+func noAdopteeLocked() bool {
 	if !reaper.active || reaper.blind {
 		return false
 	}
@@ -368,10 +374,13 @@ func noneLeft(pgid int) bool {
 func quiet(pgid int, d time.Duration) bool {
 	var expired <-chan time.Time
 	for {
+		// One hold of the lock (which a spawn or a reap may keep for a
+		// while on a busy machine) for the question and the next reap.
 		reaper.mu.Lock()
 		next := reaper.reaped
+		none := unix.Kill(-pgid, 0) == unix.ESRCH && noAdopteeLocked()
 		reaper.mu.Unlock()
-		if noneLeft(pgid) {
+		if none {
 			return true
 		}
 		if next == nil || d <= 0 {
