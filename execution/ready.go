@@ -227,6 +227,11 @@ func (e *Execution) refreshListening(digests map[string]uint64) bool {
 	if proc == nil {
 		return false
 	}
+	if q, ok := proc.(interface{ Quiet(time.Duration) bool }); ok && q.Quiet(0) {
+		// Its shell is reaped and nothing of it is left: no scan (a short
+		// command is often over by the time its change is announced).
+		return e.storeListening(nil)
+	}
 	pid := proc.Pid()
 	var digest uint64
 	known := false

@@ -19,6 +19,7 @@ import (
 const (
 	probeInterval  = 5 * time.Millisecond  // first wait between liveness probes
 	probeMax       = 50 * time.Millisecond // longest wait between probes
+	quietWait      = 20 * time.Millisecond // for a shell's leftovers to be reaped, before a scan
 	drainTimeout   = 2 * time.Second       // output EOF after every tracked writer is gone
 	unkillableWait = 30 * time.Second      // after SIGKILL, before settling anyway
 	progressFirst  = 2 * time.Second
@@ -187,15 +188,21 @@ wait:
 	}
 
 	// The shell is gone; descendants that linger are cleaned up the same
-	// way, and settlement waits until none is alive.
-	if cause == nil && proc.Alive() {
+	// way, and settlement waits until none is alive. Those about to end
+	// by themselves (a sandbox's own) are waited for first, briefly: a
+	// reap, not a scan, tells.
+	gone := false
+	if q, ok := proc.(interface{ Quiet(time.Duration) bool }); ok {
+		gone = q.Quiet(quietWait)
+	}
+	if cause == nil && !gone && proc.Alive() {
 		_ = proc.Signal(unix.SIGTERM)
 		kill = time.After(e.grace)
 	}
 	interval := probeInterval
 	var giveUp <-chan time.Time
 probe:
-	for proc.Alive() {
+	for !gone && proc.Alive() {
 		select {
 		case <-kill:
 			kill = nil

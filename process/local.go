@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/creack/pty"
 	"github.com/mevedel/mevedel-exec/internal/envlist"
@@ -234,6 +235,13 @@ func (p *localProcess) Alive() bool {
 		return false // the common end: no scan of /proc
 	}
 	return len(p.tree.Members()) > 0
+}
+
+// Quiet waits up to d, once the shell has exited, for the reaper to
+// collect what was left of its group (see quiet), and reports whether
+// nothing is: Alive is then false without a scan.
+func (p *localProcess) Quiet(d time.Duration) bool {
+	return p.child.exited() && quiet(p.pid, d)
 }
 
 func (p *localProcess) Write(b []byte) (int, error) {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -39,6 +40,9 @@ var reaper struct {
 	// blind: guarded by mu; the last reap could not list the helper's
 	// children, so adopted may miss some.
 	blind bool
+	// reaped is closed, and replaced, by every reap that collects a
+	// process (guarded by mu): what waits for a group to empty wakes then.
+	reaped chan struct{}
 }
 
 // child is one started process the reaper waits for.
@@ -143,6 +147,7 @@ func startReaper() {
 	reaper.running = true
 	reaper.children = make(map[int]*child)
 	reaper.adopted = make(map[int]*adoptee)
+	reaper.reaped = make(chan struct{})
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGCHLD)
 	go func() {
@@ -198,11 +203,16 @@ func reap() {
 		// Without adoption only the children started here exist, and
 		// another part of this process (a test) may have children of its
 		// own: ask by pid.
+		n := 0
 		for pid, c := range reaper.children {
 			var ws unix.WaitStatus
-			if n, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); n == pid && err == nil {
+			if got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); got == pid && err == nil {
 				finish(pid, c, ws)
+				n++
 			}
+		}
+		if n > 0 {
+			announceReaped()
 		}
 		return
 	}
@@ -214,6 +224,7 @@ func reap() {
 	if reaped == 0 {
 		return // nothing to attribute adoptees to
 	}
+	defer announceReaped()
 	for {
 		kids, ok := ownChildren()
 		if n := reapAll(&sources); n > 0 {
@@ -226,6 +237,13 @@ func reap() {
 		}
 		return
 	}
+}
+
+// announceReaped wakes whoever waits for the next reap. Called with mu
+// held.
+func announceReaped() {
+	close(reaper.reaped)
+	reaper.reaped = make(chan struct{})
 }
 
 // reapAll collects every zombie child; each one's trees join sources.
@@ -329,6 +347,12 @@ func noneLeft(pgid int) bool {
 	}
 	reaper.mu.Lock()
 	defer reaper.mu.Unlock()
+	return noAdopteeLocked()
+}
+
+// noAdopteeLocked is noneLeft's question about adopted orphans: none of
+// them is alive, and the reaper knows them all. Called with mu held.
+func noAdopteeLocked() bool {
 	if !reaper.active || reaper.blind {
 		return false
 	}
@@ -338,4 +362,39 @@ func noneLeft(pgid int) bool {
 		}
 	}
 	return true
+}
+
+// quiet waits up to d until noneLeft(pgid) holds, looking again after
+// every reap, and reports whether it came to hold. What a shell leaves in
+// its group as it exits is mostly on its way out: a sandbox's bwrap ends
+// a moment before the init of its pid namespace, which the helper then
+// reaps. Waiting for that reap proves the group empty without a scan of
+// every process, and spares a lingering check that would find it still
+// there; a process that stays is left to the caller's closer look.
+func quiet(pgid int, d time.Duration) bool {
+	var expired <-chan time.Time
+	for {
+		// One hold of the lock (which a spawn or a reap may keep for a
+		// while on a busy machine) for the question and the next reap.
+		reaper.mu.Lock()
+		next := reaper.reaped
+		none := unix.Kill(-pgid, 0) == unix.ESRCH && noAdopteeLocked()
+		reaper.mu.Unlock()
+		if none {
+			return true
+		}
+		if next == nil || d <= 0 {
+			return false // no reaper yet (nothing was started), or no wait
+		}
+		if expired == nil {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			expired = t.C
+		}
+		select {
+		case <-next:
+		case <-expired:
+			return false
+		}
+	}
 }

@@ -2,8 +2,11 @@ package transcript
 
 import (
 	"log"
+	"os"
 	"sort"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The journal's one writer goroutine: queued records written in one write
@@ -172,7 +175,9 @@ func (j *Journal) sync() error {
 	if !j.unsynced {
 		return nil
 	}
-	if err := j.f.Sync(); err != nil {
+	// fdatasync: the journal only grows, and the size it flushes is the
+	// only metadata a reader needs; the inode's times can wait.
+	if err := fdatasync(j.f); err != nil {
 		// After a failed fsync the kernel may have dropped the dirty
 		// pages: write everything since the last good one again.
 		j.mu.Lock()
@@ -268,4 +273,26 @@ func (j *Journal) broadcast() {
 func trimIndex(ix []mark, end int64) []mark {
 	k := sort.Search(len(ix), func(i int) bool { return ix[i].off >= end })
 	return ix[:k]
+}
+
+// fdatasync flushes f's data and size, retrying when interrupted.
+func fdatasync(f *os.File) error {
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := sc.Control(func(fd uintptr) {
+		for {
+			if serr = unix.Fdatasync(int(fd)); serr != unix.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: serr}
+	}
+	return nil
 }

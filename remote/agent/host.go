@@ -22,6 +22,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// quietWait bounds the wait, as a shell exits, for what it left in its
+// group to be reaped (as the helper's own run does).
+const quietWait = 20 * time.Millisecond
+
 // Main is `mevedel-exec host`: the host agent on its stdin and stdout,
 // until the channel ends. What it started keeps running then, as a
 // command of the wrapper path would: the helper decides its end over a
@@ -294,6 +298,11 @@ func (h *host) start(id uint32, payload []byte) {
 		e.mu.Lock()
 		e.exit, e.waited = ex, true
 		e.mu.Unlock()
+		// What the shell left that ends by itself (a sandbox's init) is
+		// reaped first: the helper then has no lingering tree to probe.
+		if q, ok := proc.(interface{ Quiet(time.Duration) bool }); ok {
+			q.Quiet(quietWait)
+		}
 		st := ExitStatus{Code: ex.Code, Signaled: ex.Signaled, Signal: int(ex.Signal), Alive: proc.Alive()}
 		// Read as the shell ends: the group's counters already hold what
 		// ended it.
