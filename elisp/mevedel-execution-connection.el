@@ -664,5 +664,37 @@ for and killed."
         (setq mevedel-execution--current nil))
     (mevedel-execution-kill-connection conn)))
 
+;;;; Followers of one execution
+
+;; An output buffer follows one execution's growth, ten times a second
+;; while it streams.  It is told directly, not through the `changed'
+;; event, which is coalesced and built for whole live sets.
+
+(defvar mevedel-execution--followers (make-hash-table :test #'equal)
+  "Per (SESSION-ID . EXECUTION-ID), the functions told of its new facts.")
+
+(defun mevedel-execution-follow-facts (session-id execution-id function &optional remove)
+  "Call FUNCTION with the new facts of EXECUTION-ID in SESSION-ID, each time.
+Each time the helper sends them, that is; with REMOVE, stop.
+FUNCTION runs from the queue, as event listeners do, but at once:
+it is not coalesced.  It is handed the live table's own facts, so
+it must not change them."
+  (let* ((key (cons session-id execution-id))
+         (fns (delq function (gethash key mevedel-execution--followers))))
+    (unless remove (push function fns))
+    (if fns
+        (puthash key fns mevedel-execution--followers)
+      (remhash key mevedel-execution--followers))))
+
+(defun mevedel-execution-tell-followers (session-id facts)
+  "Hand FACTS of an execution of SESSION-ID to its followers.
+See `mevedel-execution-follow-facts'."
+  (dolist (fn (gethash (cons session-id (plist-get facts :execution-id))
+                       mevedel-execution--followers))
+    (condition-case-unless-debug err
+        (funcall fn facts)
+      (error (message "mevedel-exec: error in a follower: %s"
+                      (error-message-string err))))))
+
 (provide 'mevedel-execution-connection)
 ;;; mevedel-execution-connection.el ends here
