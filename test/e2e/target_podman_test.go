@@ -248,9 +248,51 @@ func TestPodmanReadOnlyContainer(t *testing.T) {
 // soon as the agent's stream ends, its owner gets one delivery, and
 // nothing is signalled in the new container (its pids are others').
 // Through the agent, and through the wrapper.
+//
+// The helper's look at the container is held (a gate on its podman
+// inspect) until the new container runs: the incarnation's id, not the
+// container's absence, is what settles it.
 func TestPodmanContainerReplacedSettlesLost(t *testing.T) {
 	t.Parallel()
-	eachMode(t, podmanContainerReplacedSettlesLost)
+	containerSetup(t)
+	for _, mode := range []string{remote.ModeAgent, remote.ModeWrapper} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			name := newContainer(t)
+			prog, hold, waiting, gate := gatedPodman(t)
+			opts := []helperOpt{withEnv(execution.PodmanVar + "=" + prog)}
+			if mode == remote.ModeWrapper {
+				opts = append(opts, withEnv(execution.RemoteModeVar+"="+remote.ModeWrapper))
+			}
+			p := podmanPlace(t, name, "", opts...)
+			if mode == remote.ModeWrapper {
+				p.mode = remote.ModeWrapper
+			}
+			podmanContainerReplacedSettlesLost(t, name, p, hold, waiting, gate)
+		})
+	}
+}
+
+// gatedPodman is a program for the helper's podman that runs podman,
+// except that while the file hold exists an inspect first makes the
+// file waiting and then waits for a line on the fifo gate.
+func gatedPodman(t *testing.T) (prog, hold, waiting, gate string) {
+	t.Helper()
+	d := t.TempDir()
+	prog, hold, waiting, gate = filepath.Join(d, "podman"), filepath.Join(d, "hold"), filepath.Join(d, "waiting"), filepath.Join(d, "gate")
+	if err := mkfifo(gate); err != nil {
+		t.Fatal(err)
+	}
+	real, err := exec.LookPath("podman")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf("#!/bin/sh\nif [ \"$1\" = inspect ] && [ -e %[1]s ]; then : > %[2]s; read _ < %[3]s; fi\nexec %[4]s \"$@\"\n",
+		hold, waiting, gate, real)
+	if err := os.WriteFile(prog, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return prog, hold, waiting, gate
 }
 
 // eachMode runs f with a place on a container of its own, through the
@@ -269,7 +311,7 @@ func eachMode(t *testing.T, f func(t *testing.T, name string, p targetPlace)) {
 	})
 }
 
-func podmanContainerReplacedSettlesLost(t *testing.T, name string, p targetPlace) {
+func podmanContainerReplacedSettlesLost(t *testing.T, name string, p targetPlace, hold, waiting, gate string) {
 	_, cwd := p.dir(t)
 	o := p.s.mustStart("echo started; exec sleep 1000", map[string]any{"cwd": cwd, "yieldMs": 0})
 	p.s.observeUntil(o, "started")
@@ -277,15 +319,36 @@ func podmanContainerReplacedSettlesLost(t *testing.T, name string, p targetPlace
 	if in := f.TargetIncarnation; in == nil || in.ContainerID == "" || f.RemoteMode != p.remoteMode() {
 		t.Fatalf("targetIncarnation %+v, remoteMode %q", in, f.RemoteMode)
 	}
+	if err := os.WriteFile(hold, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := testsupport.Podman(ctx, "rm", "-f", "-t", "0", name); err != nil {
 		t.Fatal(err)
 	}
+	// The stream ended; the helper's look at the container waits at the
+	// gate until the new one runs.
+	if !testsupport.Poll(waitBound, func() bool { _, err := os.Stat(waiting); return err == nil }) {
+		t.Fatal("the helper did not ask podman about the container after its stream ended")
+	}
 	// The new incarnation: nothing in it may be signalled for the old
 	// one (its pid 1 is checked below; a process at the old command's
 	// own pid, TestPodmanRecoveryOnReplacedContainer).
 	if err := testsupport.RunContainer(ctx, name, containers.rootfs, containers.work); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(hold); err != nil {
+		t.Fatal(err)
+	}
+	// Every inspect held meanwhile goes on, one line each (several may
+	// wait); the gate stays open for one that comes late.
+	g, err := os.OpenFile(gate, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	if _, err := g.WriteString(strings.Repeat("go\n", 64)); err != nil {
 		t.Fatal(err)
 	}
 	back := time.Now()
