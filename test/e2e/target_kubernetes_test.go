@@ -100,26 +100,6 @@ func TestKubernetesTargetFactsThroughStreamAdapter(t *testing.T) {
 		-32005, "unavailable")
 }
 
-// gatedKubectl is a program for the helper's kubectl that runs the
-// stream adapter, except that while the file hold exists a `get pod`
-// first makes the file waiting and then waits for a line on the fifo
-// gate: so a test can make the pod again before the helper asks which
-// incarnation runs.
-func gatedKubectl(t *testing.T) (prog, hold, waiting, gate string) {
-	t.Helper()
-	d := t.TempDir()
-	prog, hold, waiting, gate = filepath.Join(d, "kubectl"), filepath.Join(d, "hold"), filepath.Join(d, "waiting"), filepath.Join(d, "gate")
-	if err := mkfifo(gate); err != nil {
-		t.Fatal(err)
-	}
-	script := fmt.Sprintf("#!/bin/sh\nif [ \"$1\" = get ] && [ -e %[1]s ]; then : > %[2]s; read _ < %[3]s; fi\nexec %[4]s \"$@\"\n",
-		hold, waiting, gate, kubectlStreamAdapter(t))
-	if err := os.WriteFile(prog, []byte(script), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	return prog, hold, waiting, gate
-}
-
 // The pod made again under its name (rescheduled: another uid) while a
 // command runs in it, and already there when the helper asks kubectl
 // which pod runs: the execution settles lost with reason
@@ -128,7 +108,7 @@ func gatedKubectl(t *testing.T) (prog, hold, waiting, gate string) {
 func TestKubernetesPodReplacedSettlesLostThroughStreamAdapter(t *testing.T) {
 	t.Parallel()
 	name := newContainer(t)
-	prog, hold, waiting, gate := gatedKubectl(t)
+	prog, hold, waiting, gate := gatedProgram(t, "kubectl", "get", kubectlStreamAdapter(t))
 	p := kubePlace(t, startHelper(t, withEnv(execution.KubectlVar+"="+prog)), name, name)
 	_, cwd := p.dir(t)
 	o := p.s.mustStart("echo started; exec sleep 1000", map[string]any{"cwd": cwd, "yieldMs": 0})
@@ -156,12 +136,7 @@ func TestKubernetesPodReplacedSettlesLostThroughStreamAdapter(t *testing.T) {
 	if err := os.Remove(hold); err != nil {
 		t.Fatal(err)
 	}
-	g, err := os.OpenFile(gate, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = g.WriteString("go\n")
-	g.Close()
+	releaseGate(t, gate)
 	back := time.Now()
 	d := p.h.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == f.ExecutionID })
 	if since := time.Since(back); since > 5*time.Second {

@@ -259,7 +259,11 @@ func TestPodmanContainerReplacedSettlesLost(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			name := newContainer(t)
-			prog, hold, waiting, gate := gatedPodman(t)
+			real, err := exec.LookPath("podman")
+			if err != nil {
+				t.Fatal(err)
+			}
+			prog, hold, waiting, gate := gatedProgram(t, "podman", "inspect", real)
 			opts := []helperOpt{withEnv(execution.PodmanVar + "=" + prog)}
 			if mode == remote.ModeWrapper {
 				opts = append(opts, withEnv(execution.RemoteModeVar+"="+remote.ModeWrapper))
@@ -273,26 +277,38 @@ func TestPodmanContainerReplacedSettlesLost(t *testing.T) {
 	}
 }
 
-// gatedPodman is a program for the helper's podman that runs podman,
-// except that while the file hold exists an inspect first makes the
-// file waiting and then waits for a line on the fifo gate.
-func gatedPodman(t *testing.T) (prog, hold, waiting, gate string) {
+// gatedProgram is a program that runs real, except that while the file
+// hold exists a call whose first word is verb first makes the file
+// waiting and then waits for a line on the fifo gate (releaseGate): so a
+// test can make a target again before the helper asks which
+// incarnation runs.
+func gatedProgram(t *testing.T, name, verb, real string) (prog, hold, waiting, gate string) {
 	t.Helper()
 	d := t.TempDir()
-	prog, hold, waiting, gate = filepath.Join(d, "podman"), filepath.Join(d, "hold"), filepath.Join(d, "waiting"), filepath.Join(d, "gate")
+	prog, hold, waiting, gate = filepath.Join(d, name), filepath.Join(d, "hold"), filepath.Join(d, "waiting"), filepath.Join(d, "gate")
 	if err := mkfifo(gate); err != nil {
 		t.Fatal(err)
 	}
-	real, err := exec.LookPath("podman")
-	if err != nil {
-		t.Fatal(err)
-	}
-	script := fmt.Sprintf("#!/bin/sh\nif [ \"$1\" = inspect ] && [ -e %[1]s ]; then : > %[2]s; read _ < %[3]s; fi\nexec %[4]s \"$@\"\n",
-		hold, waiting, gate, real)
+	script := fmt.Sprintf("#!/bin/sh\nif [ \"$1\" = %[1]s ] && [ -e %[2]s ]; then : > %[3]s; read _ < %[4]s; fi\nexec %[5]s \"$@\"\n",
+		verb, hold, waiting, gate, real)
 	if err := os.WriteFile(prog, []byte(script), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	return prog, hold, waiting, gate
+}
+
+// releaseGate lets every call held at gate go on, one line each
+// (several may wait); the gate stays open for one that comes late.
+func releaseGate(t *testing.T, gate string) {
+	t.Helper()
+	g, err := os.OpenFile(gate, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	if _, err := g.WriteString(strings.Repeat("go\n", 64)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // eachMode runs f with a place on a container of its own, through the
@@ -341,16 +357,7 @@ func podmanContainerReplacedSettlesLost(t *testing.T, name string, p targetPlace
 	if err := os.Remove(hold); err != nil {
 		t.Fatal(err)
 	}
-	// Every inspect held meanwhile goes on, one line each (several may
-	// wait); the gate stays open for one that comes late.
-	g, err := os.OpenFile(gate, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.Close() })
-	if _, err := g.WriteString(strings.Repeat("go\n", 64)); err != nil {
-		t.Fatal(err)
-	}
+	releaseGate(t, gate)
 	back := time.Now()
 	d := p.h.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == f.ExecutionID })
 	if since := time.Since(back); since > 5*time.Second {
