@@ -173,10 +173,22 @@ var pingRequest = controlRequest(Identity{Pid: 1, Pgid: 1}, actProbe, "0")
 // the engine which incarnation runs, then has the shell answer once: a
 // shell that answers after the engine named the incarnation runs in it,
 // since every process of an earlier one was gone before a later one
-// started. es records it.
+// started. es records it. A shell that could not start in a container
+// the engine then says runs (made again meanwhile, as the shell tried)
+// is started once more at once, not at the next look.
 func (p *Pool) startEngineCtl(ctx context.Context, r resolved, es *engineSlot) (*ctlRun, error) {
 	ctx, cancel := context.WithTimeout(ctx, streamTimeout)
 	defer cancel()
+	run, err, again := p.startEngineCtlOnce(ctx, r, es)
+	if again {
+		run, err, _ = p.startEngineCtlOnce(ctx, r, es)
+	}
+	return run, err
+}
+
+// startEngineCtlOnce is one try of startEngineCtl; again says the shell
+// did not start although the engine said the container runs.
+func (p *Pool) startEngineCtlOnce(ctx context.Context, r resolved, es *engineSlot) (_ *ctlRun, _ error, again bool) {
 	// Asked meanwhile, the engine says at once why a start fails (no
 	// such container, not running).
 	type inspected struct {
@@ -188,12 +200,12 @@ func (p *Pool) startEngineCtl(ctx context.Context, r resolved, es *engineSlot) (
 		inc, err := p.inspect(ctx, r)
 		pre <- inspected{inc, err}
 	}) {
-		return nil, errClosed
+		return nil, errClosed, false
 	}
 	argv := p.engineExec(r, false, append(cleanBash, "-c", bootLine+controlScript)...)
 	car, err := startCarrier(p, argv, nil)
 	if err != nil {
-		return nil, unavailablef("remote: %s: starting %s: %v", r.Target, argv[0], err)
+		return nil, unavailablef("remote: %s: starting %s: %v", r.Target, argv[0], err), false
 	}
 	stop := context.AfterFunc(ctx, func() { car.Close() })
 	br := bufio.NewReader(car)
@@ -211,12 +223,12 @@ func (p *Pool) startEngineCtl(ctx context.Context, r resolved, es *engineSlot) (
 		stop()
 		car.Close()
 		if ctx.Err() != nil {
-			return nil, unavailablef("remote: %s: the control shell did not start: %v", r.Target, context.Cause(ctx))
+			return nil, unavailablef("remote: %s: the control shell did not start: %v", r.Target, context.Cause(ctx)), false
 		}
 		if in := <-pre; in.err != nil {
-			return nil, in.err // no such container, or not running, named
+			return nil, in.err, false // no such container, or not running, named
 		}
-		return nil, unavailablef("remote: %s: the control shell did not start in the container (%s)", r.Target, car.endWords())
+		return nil, unavailablef("remote: %s: the control shell did not start in the container (%s)", r.Target, car.endWords()), true
 	}
 	inc, err := p.inspect(ctx, r)
 	if err == nil {
@@ -228,12 +240,12 @@ func (p *Pool) startEngineCtl(ctx context.Context, r resolved, es *engineSlot) (
 	if !stop() || err != nil {
 		car.Close()
 		if ctx.Err() != nil || err == nil {
-			return nil, unavailablef("remote: %s: the control shell did not start: %v", r.Target, context.Cause(ctx))
+			return nil, unavailablef("remote: %s: the control shell did not start: %v", r.Target, context.Cause(ctx)), false
 		}
 		if errors.Is(err, ErrUnavailable) {
-			return nil, err
+			return nil, err, false
 		}
-		return nil, unavailablef("remote: %s: the control shell ended as it started (%s)", r.Target, car.endWords())
+		return nil, unavailablef("remote: %s: the control shell ended as it started (%s)", r.Target, car.endWords()), false
 	}
 	if boot[0] != "-" {
 		inc.BootID = boot[0]
@@ -242,17 +254,29 @@ func (p *Pool) startEngineCtl(ctx context.Context, r resolved, es *engineSlot) (
 		inc.Hostname = boot[1]
 	}
 	es.mu.Lock()
+	var stale []*engineProcess
 	if es.inc.Key() != "" && es.inc.Key() != inc.Key() {
 		es.noAgent = nil // another container under the name: its agent may run
+		for ep := range es.procs {
+			if ep.inc.Key() != inc.Key() {
+				stale = append(stale, ep)
+			}
+		}
 	}
 	es.inc = inc
 	es.mu.Unlock()
+	// Their container is gone: what their execs would still say (an
+	// engine may take seconds to end them) cannot come.
+	for _, ep := range stale {
+		ep.car.child.Kill()
+		ep.car.Close()
+	}
 	run := &ctlRun{ch: car}
 	if !p.spawn(func() { run.read(br) }) {
 		car.Close()
-		return nil, errClosed
+		return nil, errClosed, false
 	}
-	return run, nil
+	return run, nil, false
 }
 
 // stderrGrace is how long an ended carrier's stderr may stay open (held
