@@ -45,7 +45,7 @@ SLOW_UNITS := ./spool ./test/tui ./remote
 # packages paid that second each, two at a time in go test's slots.
 RACE_EXIT := GORACE=atexit_sleep_ms=50
 test-go: setup lint-go
-	$(RACE_EXIT) $(GO) test -race -count=1 -timeout 20m -parallel 4 ./test/e2e $(SLOW_UNITS) \
+	$(RACE_EXIT) $(GO) test -race -count=1 -timeout 20m -parallel 3 ./test/e2e $(SLOW_UNITS) \
 	  $$($(GO) list ./... | grep -v -e /test/e2e$$ $(patsubst ./%,-e /%$$,$(SLOW_UNITS)))
 
 lint-go:
