@@ -117,38 +117,7 @@ func TestKubernetesPodReplacedSettlesLostThroughStreamAdapter(t *testing.T) {
 	if in := f.TargetIncarnation; in == nil || in.PodUID == "" || in.ContainerID != "" {
 		t.Fatalf("targetIncarnation %+v", in)
 	}
-	if err := os.WriteFile(hold, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if _, err := testsupport.Podman(ctx, "rm", "-f", "-t", "0", name); err != nil {
-		t.Fatal(err)
-	}
-	// The stream ended; the helper's look at the pod waits at the gate
-	// until the new pod runs.
-	if !testsupport.Poll(waitBound, func() bool { _, err := os.Stat(waiting); return err == nil }) {
-		t.Fatal("the helper did not ask kubectl for the pod after its stream ended")
-	}
-	if err := testsupport.RunContainer(ctx, name, containers.rootfs, containers.work); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Remove(hold); err != nil {
-		t.Fatal(err)
-	}
-	releaseGate(t, gate)
-	back := time.Now()
-	d := p.h.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == f.ExecutionID })
-	if since := time.Since(back); since > 5*time.Second {
-		t.Errorf("settled %v after the pod came back", since)
-	}
-	if d.Observation == nil {
-		t.Fatalf("delivery without an observation: %+v", d)
-	}
-	if g := d.Observation.Facts; g.Termination != execution.Lost || g.Status != execution.StatusLost ||
-		g.Reason != execution.ReasonTargetReplaced || g.ExitCode != nil || g.Signal != "" {
-		t.Fatalf("after the pod was replaced: %+v", g)
-	}
+	replaceHeldAtGate(t, p, name, f.ExecutionID, hold, waiting, gate)
 	o = p.s.mustStart("echo again", map[string]any{"cwd": cwd})
 	if in := o.Facts.TargetIncarnation; o.Output != "again\n" || in == nil || in.PodUID == f.TargetIncarnation.PodUID {
 		t.Fatalf("after the replacement: %q %+v", o.Output, in)

@@ -327,14 +327,13 @@ func eachMode(t *testing.T, f func(t *testing.T, name string, p targetPlace)) {
 	})
 }
 
-func podmanContainerReplacedSettlesLost(t *testing.T, name string, p targetPlace, hold, waiting, gate string) {
-	_, cwd := p.dir(t)
-	o := p.s.mustStart("echo started; exec sleep 1000", map[string]any{"cwd": cwd, "yieldMs": 0})
-	p.s.observeUntil(o, "started")
-	f := p.h.waitState(o.Facts.ExecutionID, execution.Running)
-	if in := f.TargetIncarnation; in == nil || in.ContainerID == "" || f.RemoteMode != p.remoteMode() {
-		t.Fatalf("targetIncarnation %+v, remoteMode %q", in, f.RemoteMode)
-	}
+// replaceHeldAtGate removes container name while execution id runs in
+// it and makes it again under the name while the helper's look at it
+// waits at gate (gatedProgram): nothing of the new one may be signalled
+// for the old. The execution must then settle lost, target-replaced,
+// within 5 s of the gate's release, and its owner get the delivery.
+func replaceHeldAtGate(t *testing.T, p targetPlace, name, id, hold, waiting, gate string) {
+	t.Helper()
 	if err := os.WriteFile(hold, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -343,14 +342,11 @@ func podmanContainerReplacedSettlesLost(t *testing.T, name string, p targetPlace
 	if _, err := testsupport.Podman(ctx, "rm", "-f", "-t", "0", name); err != nil {
 		t.Fatal(err)
 	}
-	// The stream ended; the helper's look at the container waits at the
+	// The transport ended; the helper's look at the target waits at the
 	// gate until the new one runs.
 	if !testsupport.Poll(waitBound, func() bool { _, err := os.Stat(waiting); return err == nil }) {
-		t.Fatal("the helper did not ask podman about the container after its stream ended")
+		t.Fatal("the helper did not ask about the target after its transport ended")
 	}
-	// The new incarnation: nothing in it may be signalled for the old
-	// one (its pid 1 is checked below; a process at the old command's
-	// own pid, TestPodmanRecoveryOnReplacedContainer).
 	if err := testsupport.RunContainer(ctx, name, containers.rootfs, containers.work); err != nil {
 		t.Fatal(err)
 	}
@@ -359,17 +355,28 @@ func podmanContainerReplacedSettlesLost(t *testing.T, name string, p targetPlace
 	}
 	releaseGate(t, gate)
 	back := time.Now()
-	d := p.h.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == f.ExecutionID })
+	d := p.h.waitDelivery(func(d delivery) bool { return d.Attrs.ExecutionID == id })
 	if since := time.Since(back); since > 5*time.Second {
-		t.Errorf("settled %v after the container came back", since)
+		t.Errorf("settled %v after the target came back", since)
 	}
 	if d.Observation == nil {
 		t.Fatalf("delivery without an observation: %+v", d)
 	}
 	if g := d.Observation.Facts; g.Termination != execution.Lost || g.Status != execution.StatusLost ||
 		g.Reason != execution.ReasonTargetReplaced || g.ExitCode != nil || g.Signal != "" {
-		t.Fatalf("after the container was replaced: %+v", g)
+		t.Fatalf("after the target was replaced: %+v", g)
 	}
+}
+
+func podmanContainerReplacedSettlesLost(t *testing.T, name string, p targetPlace, hold, waiting, gate string) {
+	_, cwd := p.dir(t)
+	o := p.s.mustStart("echo started; exec sleep 1000", map[string]any{"cwd": cwd, "yieldMs": 0})
+	p.s.observeUntil(o, "started")
+	f := p.h.waitState(o.Facts.ExecutionID, execution.Running)
+	if in := f.TargetIncarnation; in == nil || in.ContainerID == "" || f.RemoteMode != p.remoteMode() {
+		t.Fatalf("targetIncarnation %+v, remoteMode %q", in, f.RemoteMode)
+	}
+	replaceHeldAtGate(t, p, name, f.ExecutionID, hold, waiting, gate)
 	// The new incarnation runs the next command, and its pid 1 (the
 	// sleep that keeps it) was never signalled.
 	o = p.s.mustStart("echo again; cat /proc/1/cmdline | tr '\\0' ' '", map[string]any{"cwd": cwd})
