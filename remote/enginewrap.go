@@ -448,7 +448,7 @@ func (p *Pool) startEngine(ctx context.Context, t Target, spec launchSpec) (*eng
 	// In pipe mode stdin stays open but unread (the command's is
 	// /dev/null): an engine's command line may drop output that comes
 	// after its input closed.
-	ep := &engineProcess{car: car, inc: inc, nonce: nonce, exited: make(chan struct{})}
+	ep := &engineProcess{car: car, inc: inc, nonce: nonce, wrapperEnd: newWrapperEnd()}
 	ep.grp = &Group{pool: p, target: r, id: Identity{Tag: spec.Tag, TTY: spec.TTY, Boot: inc.Key()}}
 	br := bufio.NewReaderSize(car, 64<<10)
 	got := make(chan identityLine, 1)
@@ -518,12 +518,8 @@ type engineProcess struct {
 	grp   *Group      // immutable
 	inc   Incarnation // immutable; the container's when the command started
 	nonce string      // immutable; marks the trailer
-	pr    *io.PipeReader
 
-	exited chan struct{} // closed once, when exit is set
-	once   sync.Once
-	exit   process.Exit // set before exited is closed
-	err    error        // set before exited is closed
+	wrapperEnd // its output, less the trailer, and the end the trailer said
 }
 
 // pump passes the command's output on to Output, less the wrapper's
@@ -615,13 +611,6 @@ func (s *trailerScan) feed(b []byte) (out []byte, exit process.Exit, found bool)
 	return out, exit, false // malformed: the end stays unknown
 }
 
-func (ep *engineProcess) setExit(e process.Exit, err error) {
-	ep.once.Do(func() {
-		ep.exit, ep.err = e, err
-		close(ep.exited)
-	})
-}
-
 // Pid is the leader's pid in the container: the bash running the command.
 func (ep *engineProcess) Pid() int { return ep.grp.id.Pid }
 
@@ -649,37 +638,6 @@ func (ep *engineProcess) Replaced() bool { return ep.grp.Replaced() }
 
 // RemoteMode says the command runs through the wrapper.
 func (ep *engineProcess) RemoteMode() string { return ModeWrapper }
-
-// Output is the command's merged output (one terminal stream in tty
-// mode), without the wrapper's identity and trailer lines.
-func (ep *engineProcess) Output() io.Reader { return engineOutput{ep} }
-
-type engineOutput struct{ ep *engineProcess }
-
-func (r engineOutput) Read(b []byte) (int, error) {
-	n, err := r.ep.pr.Read(b)
-	if err == io.ErrClosedPipe {
-		err = io.EOF
-	}
-	return n, err
-}
-
-// Wait waits for the command's end as the wrapper reported it; Exit.Lost
-// (with an ErrUnavailable error) when the exec ended without a report.
-func (ep *engineProcess) Wait() (process.Exit, error) {
-	<-ep.exited
-	return ep.exit, ep.err
-}
-
-// Exited reports, without blocking, whether Wait would return.
-func (ep *engineProcess) Exited() bool {
-	select {
-	case <-ep.exited:
-		return true
-	default:
-		return false
-	}
-}
 
 func (ep *engineProcess) controlContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ep.grp.pool.life, streamTimeout)

@@ -87,15 +87,64 @@ type Process struct {
 	conn *conn  // immutable; the connection carrying the channel
 	grp  *Group // immutable
 	ch   ssh.Channel
-	out  *bufio.Reader  // positioned after the identity line; read by the copy to pr
-	pr   *io.PipeReader // Output's source
+	out  *bufio.Reader // positioned after the identity line; read by the copy to pr
 
 	stderr capped // what reached the channel's stderr (only what ran before the wrapper)
+
+	wrapperEnd
+}
+
+// wrapperEnd is a wrapper command's output and end, as both wrappers (an
+// SSH channel, an engine exec) hand them out; made by newWrapperEnd.
+type wrapperEnd struct {
+	pr *io.PipeReader // Output's source
 
 	exited chan struct{} // closed once, when exit is set
 	once   sync.Once
 	exit   process.Exit // set before exited is closed
 	err    error        // set before exited is closed
+}
+
+func newWrapperEnd() wrapperEnd { return wrapperEnd{exited: make(chan struct{})} }
+
+func (w *wrapperEnd) setExit(e process.Exit, err error) {
+	w.once.Do(func() {
+		w.exit, w.err = e, err
+		close(w.exited)
+	})
+}
+
+// Output is the command's merged stdout and stderr (one terminal stream
+// in tty mode), without the wrapper's own lines. It reaches EOF when the
+// transport's output ends or after CloseOutput.
+func (w *wrapperEnd) Output() io.Reader { return wrapperOutput{w} }
+
+type wrapperOutput struct{ w *wrapperEnd }
+
+func (r wrapperOutput) Read(b []byte) (int, error) {
+	n, err := r.w.pr.Read(b)
+	if err == io.ErrClosedPipe {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// Wait waits for the command's exit status. Exit.Lost (with an
+// ErrUnavailable error) says none came: the command may have ended any
+// way, or still run.
+func (w *wrapperEnd) Wait() (process.Exit, error) {
+	<-w.exited
+	return w.exit, w.err
+}
+
+// Exited reports, without blocking, whether Wait would return.
+func (w *wrapperEnd) Exited() bool {
+	select {
+	case <-w.exited:
+		return true
+	default:
+		return false
+	}
 }
 
 // Start runs spec on t. It returns once the command has started (its
@@ -144,7 +193,7 @@ func (p *Pool) start(ctx context.Context, t Target, spec launchSpec) (*Process, 
 // launch sends command as the exec request of a session channel just
 // opened on c, after a pty request if tty.
 func (p *Pool) launch(c *conn, ch ssh.Channel, reqs <-chan *ssh.Request, r resolved, tty bool, term, command string) (*Process, error) {
-	proc := &Process{conn: c, ch: ch, exited: make(chan struct{})}
+	proc := &Process{conn: c, ch: ch, wrapperEnd: newWrapperEnd()}
 	proc.grp = &Group{pool: p, target: r}
 	if !p.spawn(func() { proc.serveRequests(reqs) }) ||
 		!p.spawn(func() { _, _ = io.Copy(&proc.stderr, ch.Stderr()) }) {
@@ -394,13 +443,6 @@ func (proc *Process) serveRequests(reqs <-chan *ssh.Request) {
 	proc.conn.closed()
 }
 
-func (proc *Process) setExit(e process.Exit, err error) {
-	proc.once.Do(func() {
-		proc.exit, proc.err = e, err
-		close(proc.exited)
-	})
-}
-
 // Pid is the leader's pid on the host: the bash running the command.
 func (proc *Process) Pid() int { return proc.grp.id.Pid }
 
@@ -417,39 +459,6 @@ func (proc *Process) Identity() Identity { return proc.grp.id }
 
 // Group is the remote group, for probes and signals bounded by a context.
 func (proc *Process) Group() *Group { return proc.grp }
-
-// Output is the command's merged stdout and stderr (one pty stream in tty
-// mode), without the wrapper's identity line. It reaches EOF when the
-// channel's output ends, the connection dies, or after CloseOutput.
-func (proc *Process) Output() io.Reader { return outputReader{proc} }
-
-type outputReader struct{ proc *Process }
-
-func (r outputReader) Read(b []byte) (int, error) {
-	n, err := r.proc.pr.Read(b)
-	if err == io.ErrClosedPipe {
-		err = io.EOF
-	}
-	return n, err
-}
-
-// Wait waits for the command's exit status. Exit.Lost (with an
-// ErrUnavailable error) says none came: the command may have ended any
-// way, or still run.
-func (proc *Process) Wait() (process.Exit, error) {
-	<-proc.exited
-	return proc.exit, proc.err
-}
-
-// Exited reports, without blocking, whether Wait would return.
-func (proc *Process) Exited() bool {
-	select {
-	case <-proc.exited:
-		return true
-	default:
-		return false
-	}
-}
 
 // controlTimeout bounds one control round trip made without a caller's
 // context.
