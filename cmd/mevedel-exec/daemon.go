@@ -298,6 +298,7 @@ func helperProcess(logger *log.Logger) (signals chan os.Signal, done func()) {
 	// A client that went away is a failed write, which ends the connection
 	// as EOF does; the signal must not kill the helper first.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	go dumpStacksOn(syscall.SIGUSR1, logger)
 	// Before the reaper starts: the shim's check runs a child of its own.
 	if err := process.UseShim(); err != nil {
 		logger.Printf("no native subreaper shim, the helper's executable serves instead: %v", err)

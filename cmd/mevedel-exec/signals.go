@@ -3,6 +3,8 @@ package main
 import (
 	"log"
 	"os"
+	"os/signal"
+	goruntime "runtime"
 	"time"
 
 	"github.com/mevedel/mevedel-exec/execution"
@@ -87,4 +89,30 @@ func sweep(live []execution.Facts) int {
 		}
 	}
 	return n
+}
+
+// Stack dump markers, around what dumpStacksOn writes to stderr.
+const (
+	stacksBegin = "goroutine stacks begin"
+	stacksEnd   = "goroutine stacks end"
+)
+
+// dumpStacksOn writes every goroutine's stack to the log each time sig
+// arrives, and goes on serving: a helper that seems stuck can say where
+// without being killed (SIGQUIT would end it and orphan its commands).
+func dumpStacksOn(sig os.Signal, logger *log.Logger) {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, sig)
+	for range c {
+		buf := make([]byte, 1<<20)
+		for {
+			n := goruntime.Stack(buf, true)
+			if n < len(buf) {
+				buf = buf[:n]
+				break
+			}
+			buf = make([]byte, 2*len(buf))
+		}
+		logger.Printf("%v: %s\n%s\n%s", sig, stacksBegin, buf, stacksEnd)
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/mevedel/mevedel-exec/internal/client"
 	"github.com/mevedel/mevedel-exec/internal/testsupport"
 	"github.com/sourcegraph/jsonrpc2"
+	"golang.org/x/sys/unix"
 )
 
 var helperBin string
@@ -136,6 +137,9 @@ func (h *helper) kill() {
 // process of any of its executions survived.
 func (h *helper) stop() {
 	t := h.t
+	if t.Failed() {
+		h.logStacks()
+	}
 	if err := h.c.Shutdown(waitBound); err != nil {
 		t.Errorf("helper did not exit after shutdown and EOF: %v", err)
 	}
@@ -146,6 +150,26 @@ func (h *helper) stop() {
 	}
 	if left := testsupport.UnderHome(h.home, true); len(left) > 0 {
 		t.Errorf("processes left behind by the helper: %v", left)
+	}
+}
+
+// logStacks logs where every goroutine of a still running helper is, from
+// the dump it writes on SIGUSR1: a failed test whose helper was stuck
+// then says where.
+func (h *helper) logStacks() {
+	select {
+	case <-h.c.Child().Exited():
+		return
+	default:
+	}
+	before := len(h.stderr.String())
+	if err := unix.Kill(h.c.Child().Pid(), unix.SIGUSR1); err != nil {
+		return
+	}
+	const end = "goroutine stacks end"
+	if h.stderr.Wait(5*time.Second, func(s string) bool { return strings.Contains(s[min(before, len(s)):], end) }) {
+		s := h.stderr.String()[before:]
+		h.t.Logf("the helper's goroutines when the test failed:\n%s", s[:strings.Index(s, end)+len(end)])
 	}
 }
 

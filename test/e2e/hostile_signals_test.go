@@ -77,6 +77,36 @@ func TestSignalIsAShutdown(t *testing.T) {
 	}
 }
 
+// SIGUSR1 writes where every goroutine is to stderr, and is no shutdown:
+// the running command and the connection go on.
+func TestStackDumpOnSIGUSR1KeepsServing(t *testing.T) {
+	t.Parallel()
+	h := startHelper(t)
+	s := h.open(nil)
+	o := s.mustStart("echo up; exec sleep 1000", map[string]any{"yieldMs": 0})
+	s.observeUntil(o, "up")
+	if err := syscall.Kill(h.c.Child().Pid(), syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	if !h.stderr.Wait(waitBound, func(s string) bool { return strings.Contains(s, "goroutine stacks end") }) {
+		t.Fatalf("no stack dump on stderr:\n%s", h.stderr.String())
+	}
+	if log := h.stderr.String(); !strings.Contains(log, "goroutine stacks begin") || !strings.Contains(log, "goroutine 1 [") {
+		t.Fatalf("the dump does not list the goroutines:\n%s", log)
+	}
+	if f := s.mustObserve(o.Facts.ExecutionID, nil).Facts; f.State != execution.Running {
+		t.Fatalf("the command after the dump: %+v", f)
+	}
+	a := s.mustStart("echo after", nil)
+	if !a.Final {
+		out, final := s.waitFinal(a.Facts.ExecutionID, nil)
+		a, a.Output = final, a.Output+out
+	}
+	if a.Output != "after\n" || a.Facts.Termination != execution.Exited {
+		t.Fatalf("a start after the dump: %q %+v", a.Output, a.Facts)
+	}
+}
+
 // A second signal while the shutdown waits on commands that ignore
 // SIGTERM (under a 10-minute grace) kills them all and ends the helper at
 // once.
