@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"io"
 	"log"
@@ -110,6 +111,7 @@ type propClient struct {
 	lastAttempt map[connID]int               // highest attempt received per connection and id
 	durable     map[string]bool              // ids the sink kept
 	confirmed   map[string]bool              // ids whose durable ack some helper answered
+	ackGaveUp   map[string]string            // id -> why its durable ack was not repeated (no answer, an error)
 	confirmedBy map[string]map[int]bool      // id -> generations whose helper answered a durable ack of it
 	pending     map[string]bool              // ids the sink holds, ack not yet sent
 	kept        map[string]int               // times the sink kept each id
@@ -143,7 +145,7 @@ func newPropClient(t *testing.T, seed uint64) *propClient {
 		t: t, sid: "prop", seed: seed, redialed: make(chan struct{}),
 		prefixes: map[int]string{}, replyAt: map[replyKey]at{},
 		first: map[string]delivery{}, firstAt: map[string]at{}, firstIn: map[string]map[int]delivery{},
-		lastAttempt: map[connID]int{}, durable: map[string]bool{}, confirmed: map[string]bool{},
+		lastAttempt: map[connID]int{}, durable: map[string]bool{}, confirmed: map[string]bool{}, ackGaveUp: map[string]string{},
 		confirmedBy: map[string]map[int]bool{}, pending: map[string]bool{}, kept: map[string]int{},
 		byExec: map[string]map[string]bool{}, lines: map[string][]string{}, lineAt: map[string]map[string]string{},
 		seenLines: map[string]map[string]bool{}, current: map[string]string{}, terminals: map[string]string{},
@@ -355,7 +357,14 @@ func (c *propClient) ack(pc *propConn, id string, durable bool, hooks *ackHooks)
 				close(answered)
 				answered = nil
 			}
-			if err == nil || !durable || !errors.Is(err, jsonrpc2.ErrClosed) {
+			if err == nil || !durable {
+				return
+			}
+			if !errors.Is(err, jsonrpc2.ErrClosed) {
+				// The test then waits for it in vain: say why.
+				c.mu.Lock()
+				c.ackGaveUp[id] = fmt.Sprintf("%v (connection %d)", err, pc.gen)
+				c.mu.Unlock()
 				return
 			}
 			// A durable ack cut off with its connection (a drop, or the

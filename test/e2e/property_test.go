@@ -1140,7 +1140,7 @@ func (p *prop) finale() {
 		}
 		for id := range c.durable {
 			if !c.confirmed[id] {
-				missing = append(missing, "ack of "+id)
+				missing = append(missing, "ack of "+id+" "+c.ackGaveUp[id])
 			}
 		}
 		slices.Sort(missing)
