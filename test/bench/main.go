@@ -104,7 +104,7 @@ const (
 )
 
 func main() {
-	if len(os.Args) != 2 || !slices.Contains([]string{"spool", "spawn", "logs", "remote", "container", "list", "scale", "waiting", "sandbox", "clients", "throughput", "all"}, os.Args[1]) {
+	if len(os.Args) != 2 || !slices.Contains([]string{"spool", "spawn", "logs", "remote", "container", "list", "scale", "waiting", "sandbox", "clients", "throughput", "remote-output", "all"}, os.Args[1]) {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
@@ -171,6 +171,9 @@ func run(ctx context.Context, which string) error {
 	}
 	if which == "throughput" {
 		steps = append(steps, b.throughput, b.remoteOutput, b.retireAlone)
+	}
+	if which == "remote-output" {
+		steps = append(steps, b.remoteOutput)
 	}
 	if which == "list" || which == "all" {
 		steps = append(steps, b.list)
