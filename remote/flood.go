@@ -62,7 +62,10 @@ func floodStarted() {
 }
 
 // floodEnded counts one flooding execution less; after the last, GOGC is
-// what it was.
+// what it was, and the flood's garbage is collected and its memory given
+// back to the system at once (in the background: a collection and a
+// scavenge take a few milliseconds), not whenever the next collection
+// and the runtime's slow scavenger come to it.
 func floodEnded() {
 	flood.mu.Lock()
 	defer flood.mu.Unlock()
@@ -70,6 +73,7 @@ func floodEnded() {
 	if flood.n == 0 && flood.set != 0 {
 		debug.SetGCPercent(flood.prev)
 		flood.set = 0
+		go debug.FreeOSMemory()
 	}
 }
 
