@@ -68,6 +68,7 @@ BENCH is one of:
   throughput the three throughput rows alone: spool 1 GiB against cat, remote
           output 256 MiB against a ControlMaster, retirement of 64 MiB
           against gzip -1
+  remote-output the remote output row of throughput alone
   list    exec/list with 500 live executions (list.go)
   scale   500 live executions: OS threads, RSS, exec/list and exec/observe
           latency, exec/stopAll (scale.go)
