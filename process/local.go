@@ -169,7 +169,7 @@ func (p *localProcess) LeaderStart() uint64 { return p.start }
 func (p *localProcess) Output() io.Reader   { return ptyReader{p.out} }
 
 // OutputPipe is the output's pipe (nil for a terminal): the host agent
-// splices from it rather than reading it through Output.
+// frames what it holds (FIONREAD) rather than reading it through Output.
 func (p *localProcess) OutputPipe() *os.File {
 	if p.tty {
 		return nil

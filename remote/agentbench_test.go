@@ -27,10 +27,10 @@ func TestMain(m *testing.M) {
 }
 
 // agentPool is a pool whose commands run under the host agent (this test
-// binary), deployed before it returns. Only benchmarks use it: the tests
-// of this package exercise the wrapper, the e2e tests the agent through
-// the real helper.
-func agentPool(b *testing.B) (*Pool, *sshd.Server) {
+// binary), deployed before it returns. The benchmarks use it, and the
+// flood test: the other tests of this package exercise the wrapper, the
+// e2e tests the agent through the real helper.
+func agentPool(b testing.TB) (*Pool, *sshd.Server) {
 	s := sshd.Start(b)
 	agent.Deployable = true
 	b.Cleanup(func() { agent.Deployable = false })
@@ -45,7 +45,7 @@ func agentPool(b *testing.B) (*Pool, *sshd.Server) {
 
 // agentRun runs command as an execution does: Start, the output to its
 // end, the exit status.
-func agentRun(b *testing.B, p *Pool, command string) process.Process {
+func agentRun(b testing.TB, p *Pool, command string) process.Process {
 	proc, err := Runner{Pool: p, Target: target("")}.Start(b.Context(), process.Spec{Command: command, Tag: "MEVEDEL_EXEC_TAG=bench-agent"})
 	if err != nil {
 		b.Fatal(err)

@@ -316,6 +316,8 @@ type agentProcess struct {
 	consumed int        // guarded by mu; read since the last credit
 	lent     []byte     // guarded by mu; the chunk ReadChunk handed out last
 	closed   bool       // guarded by mu; CloseOutput was called
+	received int64      // guarded by mu; output bytes that came
+	flooding bool       // guarded by mu; counted among the floods (flood.go)
 
 	lost        atomic.Pointer[Group] // the group by identity, once the channel is gone
 	exited      chan struct{}         // closed once exit is set
@@ -333,11 +335,17 @@ func (ap *agentProcess) push(b []byte) {
 	ap.mu.Lock()
 	if ap.closed {
 		agent.Release(b)
-	} else {
-		if len(ap.chunks) == 0 {
-			ap.cond.Broadcast() // only an empty queue has a reader waiting
-		}
-		ap.chunks = append(ap.chunks, b)
+		ap.mu.Unlock()
+		return
+	}
+	if len(ap.chunks) == 0 {
+		ap.cond.Broadcast() // only an empty queue has a reader waiting
+	}
+	ap.chunks = append(ap.chunks, b)
+	ap.received += int64(len(b))
+	if ap.received >= floodAfter && !ap.flooding && !ap.eof {
+		ap.flooding = true
+		floodStarted()
 	}
 	ap.mu.Unlock()
 }
@@ -346,7 +354,16 @@ func (ap *agentProcess) endOutput() {
 	ap.mu.Lock()
 	ap.eof = true
 	ap.cond.Broadcast()
+	ap.endFloodLocked()
 	ap.mu.Unlock()
+}
+
+// endFloodLocked ends the execution's flood, if it was one.
+func (ap *agentProcess) endFloodLocked() {
+	if ap.flooding {
+		ap.flooding = false
+		floodEnded()
+	}
 }
 
 func (ap *agentProcess) setExit(e process.Exit, err error) {
@@ -398,8 +415,9 @@ func (r agentOutput) Read(b []byte) (int, error) {
 		}
 	}
 	grant := ap.consumedLocked(n)
+	aim := grant > 0 && ap.flooding
 	ap.mu.Unlock()
-	ap.grant(grant)
+	ap.grant(grant, aim)
 	return n, nil
 }
 
@@ -425,8 +443,9 @@ func (r agentOutput) ReadChunk() ([]byte, error) {
 	ap.chunks[0] = nil
 	ap.chunks, ap.off = ap.chunks[1:], 0
 	grant := ap.consumedLocked(len(b))
+	aim := grant > 0 && ap.flooding
 	ap.mu.Unlock()
-	ap.grant(grant)
+	ap.grant(grant, aim)
 	return b, nil
 }
 
@@ -441,9 +460,14 @@ func (ap *agentProcess) consumedLocked(n int) int {
 	return grant
 }
 
-func (ap *agentProcess) grant(n int) {
+// grant gives the agent n more bytes of credit; aim, during a flood,
+// aims the collector again (every quarter window).
+func (ap *agentProcess) grant(n int, aim bool) {
 	if n > 0 {
 		_ = ap.cl.w.Write(agent.MsgCredit, ap.id, agent.Credit(uint32(n)))
+	}
+	if aim {
+		floodAim()
 	}
 }
 
@@ -574,6 +598,7 @@ func (ap *agentProcess) CloseOutput() error {
 		}
 		ap.chunks, ap.off = nil, 0
 		ap.cond.Broadcast()
+		ap.endFloodLocked()
 		ap.mu.Unlock()
 		ap.cl.pool.spawn(func() {
 			ctx, cancel := ap.controlContext()

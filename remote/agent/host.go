@@ -75,10 +75,6 @@ type host struct {
 	probeOnce sync.Once
 	probe     sandbox.Probe // set by probeOnce
 
-	// spliceTo is the channel's pipe (the agent's stdout), which pipe-mode
-	// output is spliced to; -1 when out is not a pipe.
-	spliceTo int
-
 	tunnels *Tunnels // forwarded connections (tunnel.go)
 
 	mu    sync.Mutex
@@ -110,11 +106,10 @@ type hostExec struct {
 
 // Serve runs the agent on one stream pair until in ends.
 func Serve(in io.Reader, out io.Writer) error {
-	h := &host{w: NewWriter(out), execs: map[uint32]*hostExec{}, gates: map[uint32]chan bool{}, ended: make(chan struct{}), spliceTo: -1}
+	h := &host{w: NewWriter(out), execs: map[uint32]*hostExec{}, gates: map[uint32]chan bool{}, ended: make(chan struct{})}
 	if f, ok := out.(*os.File); ok {
 		var st unix.Stat_t
 		if unix.Fstat(int(f.Fd()), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO {
-			h.spliceTo = int(f.Fd())
 			// Room for a whole frame: the agent moves on while sshd sends.
 			_, _ = unix.FcntlInt(f.Fd(), unix.F_SETPIPE_SZ, ChunkSize)
 		}
@@ -330,7 +325,7 @@ func (h *host) start(id uint32, payload []byte) {
 func (h *host) copyOutput(id uint32, e *hostExec) {
 	r := e.proc.Output()
 	var rc syscall.RawConn
-	if p, ok := e.proc.(interface{ OutputPipe() *os.File }); ok && h.spliceTo >= 0 {
+	if p, ok := e.proc.(interface{ OutputPipe() *os.File }); ok {
 		if f := p.OutputPipe(); f != nil {
 			rc, _ = f.SyscallConn()
 		}
@@ -358,7 +353,7 @@ func (h *host) copyOutput(id uint32, e *hostExec) {
 		var k int
 		var rerr, werr error
 		if rc != nil {
-			k, rerr, werr = h.spliceOutput(id, rc, n, buf)
+			k, rerr, werr = h.pipeOutput(id, rc, n, buf)
 		} else {
 			k, rerr = r.Read(buf[:min(n, len(buf))])
 			if k > 0 {
@@ -388,13 +383,19 @@ func (h *host) copyOutput(id uint32, e *hostExec) {
 	}
 }
 
-// spliceOutput sends at most n bytes of the output in one frame without
-// copying them through this process: the frame's length is what the pipe
-// holds (FIONREAD, and only this process reads it), its header goes
-// first, then splice(2) moves the bytes from the command's pipe to the
-// channel's. A pipe that looks empty is read (into buf) instead, which
-// tells its end from nothing yet.
-func (h *host) spliceOutput(id uint32, rc syscall.RawConn, n int, buf []byte) (sent int, rerr, werr error) {
+// pipeOutput sends at most n bytes of the output in one frame: the
+// frame is what the command's pipe holds (FIONREAD, and only this process
+// reads it), read at once into a buffer of the pool, which goes back as
+// soon as the frame is written, so a quiet command holds none. A pipe that
+// looks empty is read (into buf) instead, which tells its end from nothing
+// yet.
+//
+// The bytes are copied, not spliced from pipe to pipe: a page spliced on
+// is freed by sshd's read and allocated anew by the command's next write,
+// where a copy leaves each pipe its own pages to reuse; on a 6.18 kernel
+// the host's CPU per MiB (sshd, the agent and the command) was 0.96-1.16
+// ms copied against 1.05-1.29 ms spliced.
+func (h *host) pipeOutput(id uint32, rc syscall.RawConn, n int, buf []byte) (sent int, rerr, werr error) {
 	var avail, k int
 	err := rc.Read(func(fd uintptr) bool {
 		if avail, rerr = unix.IoctlGetInt(int(fd), unix.TIOCINQ); rerr != nil || avail > 0 {
@@ -418,39 +419,45 @@ func (h *host) spliceOutput(id uint32, rc syscall.RawConn, n int, buf []byte) (s
 	case avail == 0:
 		return k, nil, h.w.Write(MsgOutput, id, buf[:k])
 	}
-	m := min(avail, n)
-	werr = h.w.WriteFrom(MsgOutput, id, m, func() error {
-		var serr error
-		err := rc.Control(func(fd uintptr) { serr = splice(int(fd), h.spliceTo, m) })
-		if err != nil {
-			return err
+	frame := frameBuffer()
+	defer frameBuffers.Put(frame)
+	m := min(avail, n, len(*frame))
+	var got int
+	err = rc.Control(func(fd uintptr) {
+		for got < m {
+			k, err := unix.Read(int(fd), (*frame)[got:m])
+			switch {
+			case err == unix.EINTR:
+			case err != nil:
+				rerr = err
+				return
+			case k == 0:
+				rerr = io.ErrUnexpectedEOF
+				return
+			default:
+				got += k
+			}
 		}
-		return serr
 	})
-	return m, nil, werr
+	if err != nil {
+		return 0, io.EOF, nil
+	}
+	if got > 0 {
+		werr = h.w.Write(MsgOutput, id, (*frame)[:got])
+	}
+	return got, rerr, werr
 }
 
-// splice moves exactly n bytes from the pipe in (non-blocking, holding
-// at least n) to out, waiting while out is full.
-func splice(in, out, n int) error {
-	for n > 0 {
-		k, err := unix.Splice(in, nil, out, nil, n, unix.SPLICE_F_MOVE)
-		switch {
-		case err == unix.EINTR:
-		case err == unix.EAGAIN: // out is full
-			fds := []unix.PollFd{{Fd: int32(out), Events: unix.POLLOUT}}
-			if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
-				return err
-			}
-		case err != nil:
-			return err
-		case k == 0:
-			return io.ErrUnexpectedEOF
-		default:
-			n -= int(k)
-		}
+// frameBuffers are the buffers of output frames, ChunkSize each: taken
+// only while a frame is read and written.
+var frameBuffers sync.Pool
+
+func frameBuffer() *[]byte {
+	if b, ok := frameBuffers.Get().(*[]byte); ok {
+		return b
 	}
-	return nil
+	b := make([]byte, ChunkSize)
+	return &b
 }
 
 // forget drops an execution that has exited and whose output the helper

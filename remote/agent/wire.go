@@ -245,20 +245,6 @@ func (w *Writer) WriteAll(frames ...Frame) error {
 	return err
 }
 
-// WriteFrom sends a frame of n bytes that fill puts on the stream itself
-// (the host agent splices output from a pipe): the header, then fill,
-// with no other frame between them. fill must write exactly n bytes or
-// fail; after a failure the stream is broken.
-func (w *Writer) WriteFrom(typ byte, id uint32, n int, fill func() error) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.header(typ, id, n)
-	if _, err := w.w.Write(w.buf); err != nil {
-		return err
-	}
-	return fill()
-}
-
 func (w *Writer) header(typ byte, id uint32, n int) {
 	w.buf = append(w.buf[:0], typ, 0, 0, 0, 0, 0, 0, 0, 0)
 	binary.BigEndian.PutUint32(w.buf[1:], id)

@@ -68,6 +68,7 @@ BENCH is one of:
   throughput the three throughput rows alone: spool 1 GiB against cat, remote
           output 256 MiB against a ControlMaster, retirement of 64 MiB
           against gzip -1
+  remote-output the remote output row of throughput alone
   list    exec/list with 500 live executions (list.go)
   scale   500 live executions: OS threads, RSS, exec/list and exec/observe
           latency, exec/stopAll (scale.go)
@@ -104,7 +105,7 @@ const (
 )
 
 func main() {
-	if len(os.Args) != 2 || !slices.Contains([]string{"spool", "spawn", "logs", "remote", "container", "list", "scale", "waiting", "sandbox", "clients", "throughput", "all"}, os.Args[1]) {
+	if len(os.Args) != 2 || !slices.Contains([]string{"spool", "spawn", "logs", "remote", "container", "list", "scale", "waiting", "sandbox", "clients", "throughput", "remote-output", "all"}, os.Args[1]) {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
@@ -171,6 +172,9 @@ func run(ctx context.Context, which string) error {
 	}
 	if which == "throughput" {
 		steps = append(steps, b.throughput, b.remoteOutput, b.retireAlone)
+	}
+	if which == "remote-output" {
+		steps = append(steps, b.remoteOutput)
 	}
 	if which == "list" || which == "all" {
 		steps = append(steps, b.list)

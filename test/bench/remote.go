@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mevedel/mevedel-exec/internal/testsupport"
 	"github.com/mevedel/mevedel-exec/test/sshd"
 )
 
@@ -277,6 +278,12 @@ func (rb *remoteBench) outputPairs(ctx context.Context, s *session) (outHelper, 
 				return float64(t) * 1000 / clockTicks / float64(remoteOutRuns*remoteOutBytes/mib)
 			}
 			fmt.Printf("remote output: client CPU per MiB, helper %.2f ms, ControlMaster ssh %.2f ms\n", perMiB(cpuHelper), perMiB(cpuSSH))
+			// What a flood's garbage costs in memory (the collector's
+			// headroom during floods, remote/flood.go).
+			if hwm, err := testsupport.PeakRSS(s.h.pid()); err == nil {
+				rss, _ := testsupport.StatusField(s.h.pid(), "VmRSS")
+				fmt.Printf("remote output: helper peak RSS (VmHWM) %.1f MiB, RSS after the pairs %.1f MiB\n", float64(hwm)/mib, float64(rss)/mib)
+			}
 		}
 	}()
 	// The first pair writes into page cache the machine has not touched
