@@ -249,7 +249,7 @@ echo blockdevs=$(find /dev -type b | wc -l)
 		if !strings.Contains(out, "listen=[initialize:") || !strings.Contains(out, "pid namespace") {
 			t.Errorf("the --listen helper did not refuse the box for running in one:\n%s", out)
 		}
-		if !strings.Contains(p.listen.stderr.String(), "refusing a client") {
+		if !p.listen.stderr.Wait(waitBound, func(s string) bool { return strings.Contains(s, "refusing a client") }) {
 			t.Errorf("no refusal in the --listen helper's log:\n%s", p.listen.stderr)
 		}
 	}

@@ -152,6 +152,10 @@ func TestJournalSurvivesAFullDisk(t *testing.T) {
 	running := s1.mustStart("sleep 1000", map[string]any{"yieldMs": 0})
 	rf := h1.waitState(running.Facts.ExecutionID, execution.Running)
 	s1.checkpoint()
+	// Logged before the answers that told of them, through another pipe.
+	h1.stderr.Wait(waitBound, func(s string) bool {
+		return strings.Contains(s, "the journal is degraded") && strings.Contains(s, "writes recovered")
+	})
 	if n := strings.Count(h1.stderr.String(), "the journal is degraded"); n != 1 {
 		t.Errorf("the failure was logged %d times:\n%s", n, h1.stderr)
 	}
@@ -328,7 +332,8 @@ func TestRecoveryOfHostileLogs(t *testing.T) {
 			t.Errorf("%s (%s): %+v", id, ids[id], f)
 		}
 	}
-	if !strings.Contains(h.stderr.String(), "ignored 2 record(s) whose execution id is not one") {
+	// Logged before the answer, but read from another pipe than it.
+	if !h.stderr.Wait(waitBound, func(s string) bool { return strings.Contains(s, "ignored 2 record(s) whose execution id is not one") }) {
 		t.Errorf("the bad ids were not reported:\n%s", h.stderr)
 	}
 	// The helper answers, and the session works.
