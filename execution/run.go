@@ -124,6 +124,10 @@ func (e *Execution) run() {
 			st.facts.Resources = r.ResourceFacts() // as the host applied them
 		}
 		st.facts.StartedAt = stamp(time.Now())
+		// A command just started listens on nothing yet (it inherited no
+		// socket): the ports are first read a listenFresh later, not by
+		// this start's own announcement.
+		st.listenAt = time.Now()
 		yielded = st.facts.Yielded
 		st.leader = leaderOf(st.facts, proc)
 		// Journaled under the lock, so a concurrent yield's row comes
