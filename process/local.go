@@ -71,6 +71,12 @@ func (l *Local) Start(ctx context.Context, spec Spec) (Process, error) {
 		}
 		cmd = exec.Command(path, spec.Argv[1:]...)
 		cmd.Args[0] = spec.Argv[0]
+	} else if !spec.TTY && spec.Sandbox == nil && spec.Resources == nil {
+		// What bash would only exec runs without it (direct.go).
+		if path, argv, denv, ok := directCommand(bash, spec.Command, env, spec.Dir); ok {
+			cmd = &exec.Cmd{Path: path, Args: argv}
+			env = denv
+		}
 	}
 	cmd.Dir = spec.Dir
 	cmd.Env = append(env[:len(env):len(env)], spec.Tag)
