@@ -447,6 +447,7 @@ func (e *Execution) settle(exit *process.Exit, cause *stopCause) {
 		close(e.started)
 	}
 	close(e.done)
+	e.s.live.Add(-1)
 	e.decide()
 	if e.monitor != nil {
 		e.monitor.settle(final)
