@@ -242,10 +242,21 @@ func sameFile(a, b string) bool {
 	return err == nil && os.SameFile(fa, fb)
 }
 
-// physical is dir with its symbolic links resolved, as getcwd there says.
+// physical is what getcwd says in dir: the kernel's path of the
+// directory, symbolic links resolved.
 func physical(dir string) (string, bool) {
-	p, err := filepath.EvalSymlinks(dir)
-	return p, err == nil && filepath.IsAbs(p)
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", false
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlink("/proc/self/fd/"+strconv.Itoa(fd), buf)
+	if err != nil || n == len(buf) {
+		return "", false
+	}
+	p := string(buf[:n])
+	return p, filepath.IsAbs(p) && !strings.HasSuffix(p, " (deleted)")
 }
 
 // bashStartVars change how bash starts or finds a program: a command in

@@ -69,28 +69,37 @@ func TestSimpleCommandSeesWhatBashWouldGiveIt(t *testing.T) {
 		{"SHLVL": "x", "OLDPWD": "/no/such/dir", "PWD": "/"},
 		{"SHLVL": "", "PWD": "relative"},
 	}
+	type run struct {
+		command, cwd string
+		env          map[string]string
+	}
+	var runs []run
 	for _, env := range envs {
 		for _, command := range commands {
-			env["MEVEDEL_E2E"] = "1"
-			direct, do := s.runEnded(map[string]any{"command": command, "cwd": cwd, "env": env})
-			viaBash, bo := s.runEnded(map[string]any{"command": nil, "argv": []string{"/bin/bash", "-c", command}, "cwd": cwd, "env": env})
-			if command == "env" {
-				direct = sortedEnv(direct, do)
-				viaBash = sortedEnv(viaBash, bo)
-			}
-			if direct != viaBash {
-				t.Errorf("%q with env %v: output\n%s\nunder bash:\n%s", command, env, direct, viaBash)
-			}
-			if ended(do) != ended(bo) {
-				t.Errorf("%q with env %v: %s; under bash %s", command, env, ended(do), ended(bo))
-			}
+			runs = append(runs, run{command, cwd, env})
+		}
+		// Started in a directory by a path through a link.
+		runs = append(runs, run{"env", link, env})
+	}
+	for _, r := range runs {
+		r.env["MEVEDEL_E2E"] = "1"
+		direct, do := s.runEnded(map[string]any{"command": r.command, "cwd": r.cwd, "env": r.env})
+		viaBash, bo := s.runEnded(map[string]any{"command": nil, "argv": []string{"/bin/bash", "-c", r.command}, "cwd": r.cwd, "env": r.env})
+		if r.command == "env" {
+			direct, viaBash = sortedEnv(direct), sortedEnv(viaBash)
+		}
+		if direct != viaBash {
+			t.Errorf("%q in %s with env %v: output\n%s\nunder bash:\n%s", r.command, r.cwd, r.env, direct, viaBash)
+		}
+		if ended(do) != ended(bo) {
+			t.Errorf("%q in %s with env %v: %s; under bash %s", r.command, r.cwd, r.env, ended(do), ended(bo))
 		}
 	}
 }
 
 // sortedEnv is env's output in order, without the tag (which names the
 // execution).
-func sortedEnv(out string, o obs) string {
+func sortedEnv(out string) string {
 	var lines []string
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		if !strings.HasPrefix(l, statedir.TagVar+"=") {
