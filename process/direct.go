@@ -62,7 +62,7 @@ func directCommand(bash, command string, env []string, dir string) (path string,
 	if !ok || pathVar == "" {
 		return "", nil, nil, false // bash's built-in default path
 	}
-	if path, ok = findProgram(name, pathVar, dir); !ok {
+	if path, ok = findProgram(name, pathVar); !ok {
 		return "", nil, nil, false
 	}
 	shlvl, ok := oneShotShlvl(get("SHLVL"))
@@ -149,18 +149,19 @@ func literalWords(command string) ([]string, bool) {
 	return words, true
 }
 
-// findProgram finds name as bash would: a name with a slash as it is
-// (relative to dir), else the first executable regular file on PATH. A
-// program bash would run as a script of its own (no #! and not ELF), a
-// relative PATH entry, or no match leave it to bash.
-func findProgram(name, pathVar, dir string) (string, bool) {
+// findProgram finds name as bash would and returns the path bash would
+// exec (and set $_ to): an absolute name as it is, else the first
+// executable regular file on PATH, its entry and the name joined as bash
+// joins them. A program bash would run as a script of its own (no #! and
+// not ELF), a relative name or PATH entry, or no match leave it to bash.
+func findProgram(name, pathVar string) (string, bool) {
 	if name == "" {
 		return "", false
 	}
 	var candidates []string
 	if strings.Contains(name, "/") {
 		if !filepath.IsAbs(name) {
-			name = filepath.Join(dir, name)
+			return "", false
 		}
 		candidates = []string{name}
 	} else {
@@ -168,7 +169,10 @@ func findProgram(name, pathVar, dir string) (string, bool) {
 			if !filepath.IsAbs(d) {
 				return "", false
 			}
-			candidates = append(candidates, filepath.Join(d, name))
+			if !strings.HasSuffix(d, "/") {
+				d += "/"
+			}
+			candidates = append(candidates, d+name)
 		}
 	}
 	for _, c := range candidates {

@@ -33,7 +33,7 @@ func TestDirectCommandOnlyWhenBashWouldJustExec(t *testing.T) {
 		"true --version", "echo hi", "kill 1", "test -f x", "ls *.go", "ls ~", "ls a\\ b", "ls $HOME",
 		`ls "$HOME"`, "ls $'x'", "ls {a,b}", "ls > out", "X=1 ls", "ls &", "! ls", "ls | cat", "ls; ls",
 		"ls $(pwd)", "time ls", "if true; then ls; fi", "./plain", "no-such-program-here", "ls <(true)",
-		"cd /tmp", "exec ls", `ls "a\"b"`,
+		"cd /tmp", "exec ls", `ls "a\"b"`, "bin/ls",
 	} {
 		if _, _, _, ok := directCommand(bash, command, env, dir); ok {
 			t.Errorf("%q would run without bash", command)

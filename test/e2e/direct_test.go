@@ -52,6 +52,7 @@ func TestSimpleCommandSeesWhatBashWouldGiveIt(t *testing.T) {
 	}
 	commands := []string{
 		"env",
+		"/usr/bin/../bin/env",
 		"cat /proc/self/cmdline",
 		`/bin/echo 'a  b' "c d" e=f -- x,y`,
 		"readlink /proc/self/cwd",
@@ -68,6 +69,7 @@ func TestSimpleCommandSeesWhatBashWouldGiveIt(t *testing.T) {
 		{"SHLVL": "7", "OLDPWD": "/", "PWD": link},
 		{"SHLVL": "x", "OLDPWD": "/no/such/dir", "PWD": "/"},
 		{"SHLVL": "", "PWD": "relative"},
+		{"PATH": "/usr/local/bin/:/usr/bin/:/bin/"},
 	}
 	type run struct {
 		command, cwd string
@@ -85,7 +87,7 @@ func TestSimpleCommandSeesWhatBashWouldGiveIt(t *testing.T) {
 		r.env["MEVEDEL_E2E"] = "1"
 		direct, do := s.runEnded(map[string]any{"command": r.command, "cwd": r.cwd, "env": r.env})
 		viaBash, bo := s.runEnded(map[string]any{"command": nil, "argv": []string{"/bin/bash", "-c", r.command}, "cwd": r.cwd, "env": r.env})
-		if r.command == "env" {
+		if strings.HasSuffix(r.command, "env") {
 			direct, viaBash = sortedEnv(direct), sortedEnv(viaBash)
 		}
 		if direct != viaBash {
