@@ -54,7 +54,7 @@ func directCommand(bash, command string, env []string, dir string) (path string,
 	}
 	for _, kv := range env {
 		k, _, ok := strings.Cut(kv, "=")
-		if !ok || k == "" || strings.HasPrefix(k, "BASH_FUNC_") || bashStartVars[k] {
+		if !ok || k == "" || strings.HasPrefix(k, "BASH_FUNC_") || bashVars[k] {
 			return "", nil, nil, false
 		}
 	}
@@ -263,13 +263,14 @@ func physical(dir string) (string, bool) {
 	return p, filepath.IsAbs(p) && !strings.HasSuffix(p, " (deleted)")
 }
 
-// bashStartVars change how bash starts or finds a program: a command in
-// an environment with any of them runs under bash.
-var bashStartVars = map[string]bool{
-	"BASH_ENV": true, "ENV": true, "SHELLOPTS": true, "BASHOPTS": true,
-	"POSIXLY_CORRECT": true, "EXECIGNORE": true, "BASH_COMPAT": true,
-	"BASH_XTRACEFD": true, "PS4": true,
-}
+// bashVars change how bash starts or finds a program, or bash gives the
+// program another value or none when it was in the environment (it
+// imports them as its own variables): a command in an environment with
+// any of them runs under bash.
+var bashVars = setOf(`BASH_ENV ENV SHELLOPTS BASHOPTS POSIXLY_CORRECT EXECIGNORE BASH_COMPAT
+	BASH_XTRACEFD BASH BASHPID BASH_ARGV0 BASH_COMMAND BASH_EXECUTION_STRING BASH_SUBSHELL
+	BASH_VERSINFO BASH_VERSION COMP_WORDBREAKS EPOCHREALTIME EPOCHSECONDS HISTCMD IFS LINENO
+	OPTERR OPTIND PPID PS1 PS2 PS4 RANDOM SRANDOM SECONDS`)
 
 var bashBuiltins = setOf(". : [ alias bg bind break builtin caller cd command compgen complete compopt continue declare dirs disown echo enable eval exec exit export false fc fg getopts hash help history jobs kill let local logout mapfile popd printf pushd pwd read readarray readonly return set shift shopt source suspend test times trap true type typeset ulimit umask unalias unset wait")
 

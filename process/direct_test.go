@@ -39,7 +39,7 @@ func TestDirectCommandOnlyWhenBashWouldJustExec(t *testing.T) {
 			t.Errorf("%q would run without bash", command)
 		}
 	}
-	for _, extra := range []string{"BASH_ENV=/x", "SHELLOPTS=xtrace", "BASH_FUNC_ls%%=() { :; }", "SHLVL=abc", "SHLVL=999"} {
+	for _, extra := range []string{"BASH_ENV=/x", "SHELLOPTS=xtrace", "BASH_FUNC_ls%%=() { :; }", "SHLVL=abc", "SHLVL=999", "PS1=$ ", "RANDOM=1", "IFS=:"} {
 		if _, _, _, ok := directCommand(bash, "ls", append(env, extra), dir); ok {
 			t.Errorf("ls with %s would run without bash", extra)
 		}

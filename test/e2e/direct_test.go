@@ -70,6 +70,8 @@ func TestSimpleCommandSeesWhatBashWouldGiveIt(t *testing.T) {
 		{"SHLVL": "x", "OLDPWD": "/no/such/dir", "PWD": "/"},
 		{"SHLVL": "", "PWD": "relative"},
 		{"PATH": "/usr/local/bin/:/usr/bin/:/bin/"},
+		// Variables bash makes its own and exports changed or not at all.
+		{"RANDOM": "5", "PS1": "$ ", "IFS": ":", "OPTIND": "3", "BASH_VERSION": "0"},
 	}
 	type run struct {
 		command, cwd string
