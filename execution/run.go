@@ -159,14 +159,22 @@ func (e *Execution) run() {
 	if e.toolUseID != "" {
 		aux.Go(func() { e.progress(quiet) })
 	}
-	exited := make(chan process.Exit, 1)
-	aux.Go(func() {
+	waitExit := func() process.Exit {
 		ex, err := proc.Wait()
 		if err != nil {
 			logf("execution %s: wait: %v", e.id, err)
 		}
-		exited <- ex
-	})
+		return ex
+	}
+	// A local shell's end is a channel the reaper closes: waited for here,
+	// without a goroutine to hand it over.
+	exited := make(chan process.Exit, 1)
+	var ended <-chan struct{}
+	if d, ok := proc.(interface{ Ended() <-chan struct{} }); ok {
+		ended = d.Ended()
+	} else {
+		aux.Go(func() { exited <- waitExit() })
+	}
 
 	// Wait for the shell, acting on a stop if one comes first.
 	var cause *stopCause
@@ -177,6 +185,9 @@ wait:
 	for {
 		select {
 		case exit = <-exited:
+			break wait
+		case <-ended:
+			exit = waitExit() // at once: the status is in
 			break wait
 		case <-stop:
 			stop = nil

@@ -194,6 +194,10 @@ func (p *localProcess) Wait() (Exit, error) {
 	return Exit{Code: st.ExitStatus()}, nil
 }
 
+// Ended is closed once the reaper has the shell's exit status (Wait then
+// returns at once).
+func (p *localProcess) Ended() <-chan struct{} { return p.child.done }
+
 func (p *localProcess) Exited() bool {
 	if p.child.exited() {
 		return true
