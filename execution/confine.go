@@ -86,8 +86,11 @@ func (s *Session) confinement(p StartParams) (*confinement, error) {
 		c.resFacts = &sandbox.ResourceFacts{Resources: res}
 	}
 	home := envlist.Value(os.Environ(), "HOME")
-	control := s.m.controlPaths(home)
-	applied, err := pol.Resolve(sandbox.Where{Home: home, StateDir: s.stateDir.Root, Control: control})
+	var control []string
+	if pol.Mode != "" && pol.Mode != sandbox.Off {
+		control = s.m.controlPaths(home)
+	}
+	applied, err := pol.ResolveMode(sandbox.Where{Home: home, StateDir: s.stateDir.Root, Control: control})
 	if err != nil {
 		return nil, fault.New(fault.InvalidParams, "%v", err)
 	}

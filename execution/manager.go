@@ -241,7 +241,7 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 		retireQ:  make(chan string),
 		monitors: map[string]*Monitor{},
 	}
-	s.runner = &process.Local{Bash: m.bash, Env: s.env}
+	s.runner = &process.Local{Bash: m.bash, Env: s.env, Direct: true}
 	s.att.owners = map[string]*ownerMarks{}
 	s.mail = newMailbox(s)
 	s.mail.connected = m.connected

@@ -124,6 +124,10 @@ func (e *Execution) run() {
 			st.facts.Resources = r.ResourceFacts() // as the host applied them
 		}
 		st.facts.StartedAt = stamp(time.Now())
+		// A command just started listens on nothing yet (it inherited no
+		// socket): the ports are first read a listenFresh later, not by
+		// this start's own announcement.
+		st.listenAt = time.Now()
 		yielded = st.facts.Yielded
 		st.leader = leaderOf(st.facts, proc)
 		// Journaled under the lock, so a concurrent yield's row comes
@@ -155,14 +159,22 @@ func (e *Execution) run() {
 	if e.toolUseID != "" {
 		aux.Go(func() { e.progress(quiet) })
 	}
-	exited := make(chan process.Exit, 1)
-	aux.Go(func() {
+	waitExit := func() process.Exit {
 		ex, err := proc.Wait()
 		if err != nil {
 			logf("execution %s: wait: %v", e.id, err)
 		}
-		exited <- ex
-	})
+		return ex
+	}
+	// A local shell's end is a channel the reaper closes: waited for here,
+	// without a goroutine to hand it over.
+	exited := make(chan process.Exit, 1)
+	var ended <-chan struct{}
+	if d, ok := proc.(interface{ Ended() <-chan struct{} }); ok {
+		ended = d.Ended()
+	} else {
+		aux.Go(func() { exited <- waitExit() })
+	}
 
 	// Wait for the shell, acting on a stop if one comes first.
 	var cause *stopCause
@@ -173,6 +185,9 @@ wait:
 	for {
 		select {
 		case exit = <-exited:
+			break wait
+		case <-ended:
+			exit = waitExit() // at once: the status is in
 			break wait
 		case <-stop:
 			stop = nil
@@ -443,6 +458,7 @@ func (e *Execution) settle(exit *process.Exit, cause *stopCause) {
 		close(e.started)
 	}
 	close(e.done)
+	e.s.live.Add(-1)
 	e.decide()
 	if e.monitor != nil {
 		e.monitor.settle(final)

@@ -44,6 +44,10 @@ type Session struct {
 	owners  map[string]string     // guarded by mu; owner of every execution of this open
 	execs   map[string]*Execution // guarded by mu; live and retained
 	counter int                   // guarded by mu
+	// live counts the executions not settled: raised under mu by a
+	// start, lowered by a settlement (so a start's check of MaxLive needs
+	// no walk over every execution).
+	live atomic.Int64
 	// discarded counts deliveries dropped at close; guarded by mu.
 	discarded int
 	monitors  map[string]*Monitor // guarded by mu

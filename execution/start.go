@@ -134,12 +134,7 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 	if s.life.Err() != nil {
 		return nil, fault.New(fault.NotFound, "no open session %q", s.id)
 	}
-	live := 0
-	for _, e := range s.execs {
-		if !e.settledNow() {
-			live++
-		}
-	}
+	live := int(s.live.Load())
 	if live >= s.limits.MaxLive {
 		return nil, fault.New(fault.Limit, "session %s already has %d live executions (the limit); stop one or wait for one to end", s.id, live)
 	}
@@ -246,6 +241,7 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 	default:
 	}
 	s.execs[id] = e
+	s.live.Add(1)
 	s.owners[id] = c.owner()
 	s.wg.Add(1)
 	go e.run()

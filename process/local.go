@@ -24,6 +24,9 @@ type Local struct {
 	// Env, when set, is the login environment a command's Spec.Env is laid
 	// over; without it the command gets Spec.Env alone.
 	Env *LoginEnv
+	// Direct runs a command that bash would only exec without bash
+	// (direct.go). Off for an SSH host's agent.
+	Direct bool
 }
 
 // pipeSize is the capacity asked of the output pipe: fewer, larger reads
@@ -71,6 +74,12 @@ func (l *Local) Start(ctx context.Context, spec Spec) (Process, error) {
 		}
 		cmd = exec.Command(path, spec.Argv[1:]...)
 		cmd.Args[0] = spec.Argv[0]
+	} else if l.Direct && !spec.TTY && spec.Sandbox == nil && spec.Resources == nil {
+		// What bash would only exec runs without it (direct.go).
+		if path, argv, denv, ok := directCommand(bash, spec.Command, env, spec.Dir); ok {
+			cmd = &exec.Cmd{Path: path, Args: argv}
+			env = denv
+		}
 	}
 	cmd.Dir = spec.Dir
 	cmd.Env = append(env[:len(env):len(env)], spec.Tag)
@@ -184,6 +193,10 @@ func (p *localProcess) Wait() (Exit, error) {
 	}
 	return Exit{Code: st.ExitStatus()}, nil
 }
+
+// Ended is closed once the reaper has the shell's exit status (Wait then
+// returns at once).
+func (p *localProcess) Ended() <-chan struct{} { return p.child.done }
 
 func (p *localProcess) Exited() bool {
 	if p.child.exited() {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -42,6 +43,10 @@ type LoginEnv struct {
 	vars      []string      // guarded by mu; the last capture
 	signature string        // guarded by mu; profile files as seen by that capture
 	capturing chan struct{} // guarded by mu; non-nil while a capture runs
+
+	dmu      sync.Mutex
+	dirKey   [3]int64 // guarded by dmu; /etc/profile.d's inode and mtime when listed
+	dirFiles []string // guarded by dmu; its listing then
 }
 
 // captureTimeout bounds a hung profile; the helper's own environment is
@@ -59,11 +64,20 @@ func NewLoginEnv(life context.Context, bash string) *LoginEnv {
 }
 
 // profileFiles are the files bash reads as a login shell, plus the rc files
-// that Debian's profiles source.
-func profileFiles(home string) []string {
+// that Debian's profiles source. The listing of /etc/profile.d is read
+// again only when the directory changed (its entries did).
+func (l *LoginEnv) profileFiles(home string) []string {
 	files := []string{"/etc/profile", "/etc/bash.bashrc", "/etc/environment"}
-	if m, _ := filepath.Glob("/etc/profile.d/*"); m != nil {
-		files = append(files, m...)
+	var st unix.Stat_t
+	if unix.Stat(profileDir, &st) == nil {
+		key := [3]int64{int64(st.Ino), st.Mtim.Sec, st.Mtim.Nsec}
+		l.dmu.Lock()
+		if l.dirKey != key || l.dirFiles == nil {
+			m, _ := filepath.Glob(profileDir + "/*")
+			l.dirKey, l.dirFiles = key, append([]string{}, m...)
+		}
+		files = append(files, l.dirFiles...)
+		l.dmu.Unlock()
 	}
 	for _, f := range []string{".bash_profile", ".bash_login", ".profile", ".bashrc"} {
 		files = append(files, filepath.Join(home, f))
@@ -71,22 +85,23 @@ func profileFiles(home string) []string {
 	return files
 }
 
+const profileDir = "/etc/profile.d"
+
 func (l *LoginEnv) currentSignature() string {
 	home := envlist.Value(l.base, "HOME")
-	var b strings.Builder
-	for _, f := range profileFiles(home) {
-		fi, err := os.Stat(f)
-		if err != nil {
+	var b []byte
+	for _, f := range l.profileFiles(home) {
+		var st unix.Stat_t
+		if unix.Stat(f, &st) != nil {
 			continue
 		}
-		st, _ := fi.Sys().(*syscall.Stat_t)
-		var ino uint64
-		if st != nil {
-			ino = st.Ino
+		b = append(b, f...)
+		for _, n := range []int64{st.Mtim.Sec, st.Mtim.Nsec, st.Size, int64(st.Ino)} {
+			b = strconv.AppendInt(append(b, ':'), n, 10)
 		}
-		fmt.Fprintf(&b, "%s:%d:%d:%d;", f, fi.ModTime().UnixNano(), fi.Size(), ino)
+		b = append(b, ';')
 	}
-	return b.String()
+	return string(b)
 }
 
 // Get returns the login environment, capturing it first when there is none

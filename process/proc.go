@@ -127,6 +127,25 @@ func Environ(pid int) ([]string, bool) {
 	return out, true
 }
 
+// adoptedChildren lists this process's children among which are all the
+// orphans it adopted as subreaper: the kernel gives an orphan to the
+// first live thread of its subreaper (find_new_reaper), the main thread,
+// which lives as long as the process. Children that other threads
+// started are left out; the reaper knows those already. One read instead
+// of one per thread; every thread's when the main one's cannot be read.
+func adoptedChildren() (pids []int, ok bool) {
+	b, ok := readProcFile("/proc/self/task/"+strconv.Itoa(os.Getpid())+"/children", make([]byte, 4096))
+	if !ok {
+		return ownChildren()
+	}
+	for _, f := range bytes.Fields(b) {
+		if pid, err := strconv.Atoi(string(f)); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, true
+}
+
 // ownChildren lists this process's children from
 // /proc/self/task/*/children (each thread lists the children it forked).
 // ok is false when the kernel does not provide those files.

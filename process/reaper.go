@@ -226,7 +226,7 @@ func reap() {
 	}
 	defer announceReaped()
 	for {
-		kids, ok := ownChildren()
+		kids, ok := adoptedChildren()
 		if n := reapAll(&sources); n > 0 {
 			reaped += n
 			continue

@@ -104,6 +104,18 @@ type Where struct {
 	// inaccessible too: the daemon's directories (ControlDirs), every
 	// session's state directory, a --listen socket.
 	Control []string
+
+	offOnly bool // ResolveMode's: an Off policy's other paths are left out
+}
+
+// ResolveMode is Resolve for a start that only needs the mode when it is
+// Off: such a policy is checked as Resolve checks it (writable roots
+// included), and the paths nothing will apply are not resolved, which
+// would cost a stat of every component of each. Any other mode is
+// resolved whole.
+func (p Policy) ResolveMode(w Where) (Policy, error) {
+	w.offOnly = true
+	return p.Resolve(w)
 }
 
 // OwnDir is the name of mevedel-exec's own directory under
@@ -150,6 +162,9 @@ func (p Policy) Resolve(w Where) (Policy, error) {
 			return Policy{}, fmt.Errorf("sandbox.writableRoots: %s is not a directory", q)
 		}
 		out.WritableRoots = appendNew(out.WritableRoots, r)
+	}
+	if out.Mode == Off && w.offOnly {
+		return out, nil
 	}
 	for _, q := range p.ReadOnlyPaths {
 		out.ReadOnlyPaths = appendNew(out.ReadOnlyPaths, realPath(expand(q, w.Home)))
