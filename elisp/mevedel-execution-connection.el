@@ -559,12 +559,26 @@ process filter, where waiting would corrupt the stream, it signals
   "Answer the request METHOD from the helper; it sends none today."
   (jsonrpc-error :code -32601 :message (format "method not found: %s" method)))
 
+(defvar mevedel-execution-at-once-notifications nil
+  "Notifications handled inside the process filter: (METHOD . FUNCTION).
+FUNCTION is called with CONN and the wire params at once, ahead of
+what is queued, so what it shows is drawn by the redisplay that
+follows the helper's output.  Only for work that waits for nothing
+and is right in any order against other messages.")
+
 (defun mevedel-execution--dispatch-notification (conn method params)
   "Queue the notification METHOD with PARAMS from CONN's helper.
 It is routed after everything queued before it; see
-`mevedel-execution-defer'."
-  (mevedel-execution-defer #'mevedel-execution--route-notification
-                            conn method params))
+`mevedel-execution-defer'.  Those of
+`mevedel-execution-at-once-notifications' are handled now."
+  (let ((now (alist-get method mevedel-execution-at-once-notifications)))
+    (if (not now)
+        (mevedel-execution-defer #'mevedel-execution--route-notification
+                                  conn method params)
+      (condition-case err
+          (funcall now conn params)
+        (error (message "mevedel-exec: handling %s: %s" method
+                        (error-message-string err)))))))
 
 (defun mevedel-execution--route-notification (conn method params)
   "Route the notification METHOD with PARAMS from CONN's helper.

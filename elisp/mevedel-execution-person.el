@@ -39,6 +39,7 @@
 (require 'subr-x)
 (require 'mevedel-execution)
 (require 'mevedel-execution-spool)
+(require 'mevedel-execution-spool-act)
 (require 'mevedel-execution-transcript)
 
 (declare-function notifications-notify "notifications")
@@ -269,8 +270,11 @@ or \"Compile\"."
                          :tty (and tty t)
                          :label label
                          ;; What it printed already comes with the
-                         ;; answer, and shows without another request.
-                         :max-output-chars mevedel-execution-person--start-output-chars)
+                         ;; answer, and shows without another request;
+                         ;; what it prints next comes as it does, for
+                         ;; its output buffer.
+                         :max-output-chars mevedel-execution-person--start-output-chars
+                         :follow t)
                    ;; The first command on a host opens its connection.
                    60)
                 ;; A refusal (backgrounding, an unknown host key...) is
@@ -287,7 +291,7 @@ or \"Compile\"."
     ;; more than that is shown from its last page, where it goes on,
     ;; as a terminal would.
     (let ((buffer (mevedel-execution-spool-open-started session id facts
-                                                         (plist-get obs :output))))
+                                                         (plist-get obs :output) t)))
       (if (plist-get obs :final)
           (mevedel-execution-person--ended session facts)
         (mevedel-execution-person--await-end session id))

@@ -208,6 +208,78 @@ within two pages, and ends with the last line."
         (should (string-match-p "bytes [0-9]+-1288895 of 1288895"
                                 (mevedel-execution-person-test--header buffer)))))))
 
+(ert-deftest mevedel-execution-person-test-output-comes-without-asking ()
+  "A person's command's output comes into its buffer without a request.
+Its start follows it with output, so what it prints comes in
+`exec/output': no follow request and no read; a character split
+across two writes shows whole."
+  (mevedel-execution-person-test--with session
+    (ignore session)
+    (let* ((default-directory (mevedel-execution-person-test--project))
+           (gates (list (mevedel-execution-mailbox-test--gate)
+                        (mevedel-execution-mailbox-test--gate)
+                        (mevedel-execution-mailbox-test--gate)))
+           (sent nil)
+           (note (lambda (_conn method &rest _) (push method sent)))
+           (buffer nil))
+      (advice-add 'jsonrpc--async-request-1 :before note)
+      (unwind-protect
+          (progn
+            (setq buffer (mevedel-execution-shell-command
+                          (apply #'format "read -r _ < %s; printf ready; read -r _ < %s; printf ' set\\n'; read -r _ < %s; printf 'caf\\303'; sleep 0.2; printf '\\251!\\n'"
+                                 (mapcar #'shell-quote-argument gates))))
+            (mevedel-execution-mailbox-test--open (nth 0 gates))
+            (mevedel-execution-test--wait-until
+             (lambda () (equal (mevedel-execution-person-test--text buffer) "ready"))
+             "the first output")
+            (mevedel-execution-mailbox-test--open (nth 1 gates))
+            (mevedel-execution-test--wait-until
+             (lambda () (equal (mevedel-execution-person-test--text buffer) "ready set\n"))
+             "the next line")
+            (should-not (memq 'spool/read sent))
+            (should-not (memq 'exec/follow sent))
+            (mevedel-execution-mailbox-test--open (nth 2 gates))
+            (mevedel-execution-test--wait-until
+             (lambda () (and (mevedel-execution-person-test--settled-p buffer)
+                             (equal (mevedel-execution-person-test--text buffer)
+                                    "ready set\ncaf\u00e9!\n")))
+             "the split character, whole, and the end"))
+        (advice-remove 'jsonrpc--async-request-1 note)))))
+
+(ert-deftest mevedel-execution-person-test-output-chunks-in-place ()
+  "An output chunk is taken only where it goes on from the buffer's end.
+One past the end or already shown changes nothing; one that overlaps
+the end adds only what is new; one whose invalid bytes hide where to
+cut it is left to reads.  Output of an execution no buffer shows yet
+is kept until one asks for it."
+  (mevedel-execution-person-test--with session
+    (ignore session)
+    (let* ((default-directory (mevedel-execution-person-test--project))
+           (gate (mevedel-execution-mailbox-test--gate))
+           (buffer (mevedel-execution-shell-command
+                    (format "printf ready; read -r _ < %s" (shell-quote-argument gate))))
+           (sid (mevedel-execution-session-id
+                 (buffer-local-value 'mevedel-execution-buffer-session buffer)))
+           (id (buffer-local-value 'mevedel-execution-spool--execution-id buffer))
+           (chunk (lambda (offset length text)
+                    (mevedel-execution-stream--receive
+                     nil (list :sessionId sid :executionId id
+                               :offset offset :length length :text text)))))
+      (mevedel-execution-test--wait-until
+       (lambda () (equal (mevedel-execution-person-test--text buffer) "ready"))
+       "the first output")
+      (funcall chunk 7 2 "XY")
+      (funcall chunk 0 3 "rea")
+      (funcall chunk 3 3 "d\ufffdz")
+      (should (equal (mevedel-execution-person-test--text buffer) "ready"))
+      (funcall chunk 3 4 "dy\u00e9")
+      (should (equal (mevedel-execution-person-test--text buffer) "ready\u00e9"))
+      (mevedel-execution-stream--receive
+       nil (list :sessionId sid :executionId "exec-unseen" :offset 0 :length 2 :text "hi"))
+      (should (equal (mevedel-execution-take-early-output sid "exec-unseen") '(0 2 "hi")))
+      (should-not (mevedel-execution-take-early-output sid "exec-unseen"))
+      (mevedel-execution-mailbox-test--open gate))))
+
 (ert-deftest mevedel-execution-person-test-output-pages-and-unknown-ids ()
   "Pages of a big log start and end at lines; an unknown id makes no buffer."
   (mevedel-execution-person-test--with session
