@@ -497,10 +497,12 @@ since is not sent anywhere."
       (jsonrpc-notify conn '$/cancelRequest
                       (mevedel-execution-to-wire '$/cancelRequest (list :id id))))))
 
-(defun mevedel-execution-call (conn method params &optional timeout)
+(defun mevedel-execution-call (conn method params &optional timeout meanwhile)
   "Send METHOD with PARAMS on CONN and wait for the result.
 PARAMS is the wire object (see `mevedel-execution-to-wire').
 Wait at most TIMEOUT seconds (default `mevedel-execution-request-timeout').
+MEANWHILE, a function, is called once the request is sent, before
+the wait: work of the caller's own that the helper need not wait for.
 A helper error signals `mevedel-execution-helper-error' with the
 error plist as data.  \\[keyboard-quit] while waiting cancels the
 request in the helper too.
@@ -532,6 +534,7 @@ process filter, where waiting would corrupt the stream, it signals
                       (setq outcome (list 'error (list :code -1 :kind "lost" :message why))))
            :timeout timeout
            :now t)))
+    (when meanwhile (funcall meanwhile))
     (condition-case nil
         (while (not outcome)
           (if (> (float-time) deadline)

@@ -770,13 +770,16 @@ execution.  Return the buffer; an id without output signals a
       (pop-to-buffer buffer))
     buffer))
 
-(defun mevedel-execution-spool--prepare (session execution-id facts &optional followed)
+(defun mevedel-execution-spool--prepare (session execution-id facts &optional followed fresh)
   "Return the output buffer of EXECUTION-ID in SESSION, set up and following.
 FACTS, when known, are the execution's facts; the text is not shown yet.
-FOLLOWED non-nil: its start followed it with output already."
-  (let ((buffer (or (mevedel-execution-spool-output-buffer
-                     (mevedel-execution-session-id session) execution-id)
-                    (get-buffer-create (format "*mevedel-exec output %s*" execution-id)))))
+FOLLOWED non-nil: its start followed it with output already.  FRESH, a
+new buffer, is used unless the execution has one."
+  (let* ((name (format "*mevedel-exec output %s*" execution-id))
+         (buffer (or (mevedel-execution-spool-output-buffer
+                      (mevedel-execution-session-id session) execution-id)
+                     (and fresh (with-current-buffer fresh (rename-buffer name t) fresh))
+                     (get-buffer-create name))))
     (with-current-buffer buffer
       (unless (derived-mode-p 'mevedel-execution-spool-output-mode)
         (mevedel-execution-spool-output-mode))
@@ -803,22 +806,23 @@ FOLLOWED non-nil: its start followed it with output already."
     (mevedel-execution-spool--follow)))
 
 (defun mevedel-execution-spool-open-started (session execution-id facts output
-                                                      &optional followed)
+                                                      &optional followed fresh)
   "Show the output of EXECUTION-ID in SESSION, from what its start answered.
 FACTS and OUTPUT are the start reply's (its first observation, so
 OUTPUT begins at the log's first byte).  When OUTPUT is the log so
 far, whole, the buffer shows it at once and follows from there: no
 request waits for the helper, and with FOLLOWED (the start followed
-it with output) what it prints next comes without asking.  Otherwise
-this is `mevedel-execution-spool-open-output' from the end.  Return
-the buffer."
+it with output) what it prints next comes without asking.  FRESH, a
+new buffer made meanwhile, is used or killed.  Otherwise this is
+`mevedel-execution-spool-open-output' from the end.  Return the buffer."
   (if (not (mevedel-execution-whole-output-p output facts))
       (let ((buffer (mevedel-execution-spool-open-output session execution-id t facts)))
+        (when (buffer-live-p fresh) (kill-buffer fresh))
         (when followed
           (mevedel-execution-spool--send-follow session execution-id nil))
         buffer)
     (let* ((address (mevedel-execution-spool-address execution-id))
-           (buffer (mevedel-execution-spool--prepare session execution-id facts followed))
+           (buffer (mevedel-execution-spool--prepare session execution-id facts followed fresh))
            (length (string-bytes output)))
       (with-current-buffer buffer
         (let ((inhibit-read-only t))

@@ -212,7 +212,8 @@ within two pages, and ends with the last line."
   "A person's command's output comes into its buffer without a request.
 Its start follows it with output, so what it prints comes in
 `exec/output': no follow request and no read; a character split
-across two writes shows whole."
+across two writes shows whole.  The buffer made during a start that
+is refused does not stay."
   (mevedel-execution-person-test--with session
     (ignore session)
     (let* ((default-directory (mevedel-execution-person-test--project))
@@ -222,6 +223,10 @@ across two writes shows whole."
            (sent nil)
            (note (lambda (_conn method &rest _) (push method sent)))
            (buffer nil))
+      ;; The buffer made while a start is refused goes with it.
+      (should-error (mevedel-execution-shell-command "sleep 5 &") :type 'user-error)
+      (should-not (cl-find-if (lambda (b) (string-prefix-p " *mevedel-exec starting" (buffer-name b)))
+                              (buffer-list)))
       (advice-add 'jsonrpc--async-request-1 :before note)
       (unwind-protect
           (progn
