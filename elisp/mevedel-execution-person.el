@@ -278,9 +278,10 @@ or \"Compile\"."
                          :follow t)
                    ;; The first command on a host opens its connection.
                    60
-                   ;; Its buffer is made while the helper starts it.
+                   ;; Its buffer is made while the helper starts it
+                   ;; (a name without a leading space: font lock).
                    (lambda ()
-                     (setq fresh (generate-new-buffer " *mevedel-exec starting*"))
+                     (setq fresh (generate-new-buffer "*mevedel-exec starting*"))
                      (with-current-buffer fresh (mevedel-execution-spool-output-mode))))
                 ;; A refusal (backgrounding, an unknown host key...) is
                 ;; the person's to read, not a bug.

@@ -225,7 +225,7 @@ is refused does not stay."
            (buffer nil))
       ;; The buffer made while a start is refused goes with it.
       (should-error (mevedel-execution-shell-command "sleep 5 &") :type 'user-error)
-      (should-not (cl-find-if (lambda (b) (string-prefix-p " *mevedel-exec starting" (buffer-name b)))
+      (should-not (cl-find-if (lambda (b) (string-prefix-p "*mevedel-exec starting" (buffer-name b)))
                               (buffer-list)))
       (advice-add 'jsonrpc--async-request-1 :before note)
       (unwind-protect
