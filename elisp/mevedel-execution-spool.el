@@ -431,19 +431,13 @@ FOLLOWED non-nil says its start followed it already, for this buffer."
   "(SESSION-ID EXECUTION-ID FACTS-FN OUTPUT-FN): how this buffer learns.
 See `mevedel-execution-follow-facts' and `mevedel-execution-follow-output'.")
 
-(defun mevedel-execution-spool--register (follower &optional remove)
-  "Give FOLLOWER's functions the execution's facts and output; REMOVE: stop."
-  (pcase-let ((`(,sid ,id ,facts-fn ,output-fn) follower))
-    (mevedel-execution-follow-facts sid id facts-fn remove)
-    (mevedel-execution-follow-output sid id output-fn remove)))
-
 (defun mevedel-execution-spool--detach ()
   "Stop following the helper's events in this buffer."
   (when mevedel-execution-spool--listener
     (remove-hook 'mevedel-execution-event-functions mevedel-execution-spool--listener)
     (setq mevedel-execution-spool--listener nil))
   (when mevedel-execution-spool--follower
-    (mevedel-execution-spool--register mevedel-execution-spool--follower t)
+    (mevedel-execution-follow-facts-and-output mevedel-execution-spool--follower t)
     (setq mevedel-execution-spool--follower nil)))
 
 (defun mevedel-execution-spool--attach ()
@@ -466,19 +460,19 @@ exit as events."
       (setf (nth 2 follower)
             (lambda (facts)
               (if (not (buffer-live-p buffer))
-                  (mevedel-execution-spool--register follower t)
+                  (mevedel-execution-follow-facts-and-output follower t)
                 (with-current-buffer buffer
                   (mevedel-execution-spool-note-facts facts))))
             (nth 3 follower)
             (lambda (offset got text)
               (if (not (buffer-live-p buffer))
-                  (mevedel-execution-spool--register follower t)
+                  (mevedel-execution-follow-facts-and-output follower t)
                 (with-current-buffer buffer
                   (mevedel-execution-spool--take-output offset got text)))))
       (setq mevedel-execution-spool--listener listener
             mevedel-execution-spool--follower follower)
       (mevedel-execution-add-reader listener)
-      (mevedel-execution-spool--register follower))))
+      (mevedel-execution-follow-facts-and-output follower))))
 
 (defun mevedel-execution-spool--on-event (type plist)
   "Handle the event TYPE with PLIST for this output buffer."
@@ -653,7 +647,12 @@ log's text, so paging back still starts where the buffer does."
             (setq mevedel-execution-spool--source
                   (list session address (cdr cut) total (- end (cdr cut))))
             (mevedel-execution-spool--forget-cuts (cdr cut)))
-        (mevedel-execution-spool--trim-by-reading)))))
+        (if (not (mevedel-execution-in-filter-p))
+            (mevedel-execution-spool--trim-by-reading)
+          ;; Its read waits for the helper: not inside the process filter.
+          (let ((b (current-buffer)))
+            (mevedel-execution-defer
+             (lambda () (when (buffer-live-p b) (with-current-buffer b (mevedel-execution-spool--trim)))))))))))
 
 (defun mevedel-execution-spool--forget-cuts (before)
   "Forget the places to cut the buffer at bytes before BEFORE."

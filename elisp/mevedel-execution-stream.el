@@ -55,6 +55,14 @@ come."
         (puthash key fns mevedel-execution-stream--sinks)
       (remhash key mevedel-execution-stream--sinks))))
 
+(defun mevedel-execution-follow-facts-and-output (follower &optional remove)
+  "Give FOLLOWER's functions an execution's facts and output; REMOVE: stop.
+FOLLOWER is (SESSION-ID EXECUTION-ID FACTS-FN OUTPUT-FN), for
+`mevedel-execution-follow-facts' and `mevedel-execution-follow-output'."
+  (pcase-let ((`(,sid ,id ,facts-fn ,output-fn) follower))
+    (mevedel-execution-follow-facts sid id facts-fn remove)
+    (mevedel-execution-follow-output sid id output-fn remove)))
+
 (defun mevedel-execution-take-early-output (session-id execution-id)
   "Return and forget what EXECUTION-ID of SESSION-ID printed before any sink.
 As (OFFSET LENGTH TEXT), or nil."
