@@ -107,9 +107,10 @@ queue, not inside the process filter where the chunks are taken."
     (let* ((default-directory (mevedel-execution-stream-test--project))
            (mevedel-execution-spool-page-bytes 4096)
            (gate (mevedel-execution-mailbox-test--gate))
+           (end (mevedel-execution-mailbox-test--gate))
            (buffer (mevedel-execution-shell-command
                     (format "read -r _ < %s; head -c 20000 /dev/zero | tr '\\0' a; read -r _ < %s"
-                            (shell-quote-argument gate) (shell-quote-argument gate)))))
+                            (shell-quote-argument gate) (shell-quote-argument end)))))
       (mevedel-execution-mailbox-test--open gate)
       (mevedel-execution-test--wait-until
        (lambda () (with-current-buffer buffer
@@ -120,7 +121,7 @@ queue, not inside the process filter where the chunks are taken."
        "the long line, its last page kept")
       (should-not (cl-find-if (lambda (m) (string-match-p "error in an output sink" m))
                               mevedel-execution-stream-test--messages))
-      (mevedel-execution-mailbox-test--open gate))))
+      (mevedel-execution-mailbox-test--open end))))
 
 (ert-deftest mevedel-execution-stream-test-chunks-in-place ()
   "An output chunk is taken only where it goes on from the buffer's end.
