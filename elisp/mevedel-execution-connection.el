@@ -497,10 +497,12 @@ since is not sent anywhere."
       (jsonrpc-notify conn '$/cancelRequest
                       (mevedel-execution-to-wire '$/cancelRequest (list :id id))))))
 
-(defun mevedel-execution-call (conn method params &optional timeout)
+(defun mevedel-execution-call (conn method params &optional timeout meanwhile)
   "Send METHOD with PARAMS on CONN and wait for the result.
 PARAMS is the wire object (see `mevedel-execution-to-wire').
 Wait at most TIMEOUT seconds (default `mevedel-execution-request-timeout').
+MEANWHILE, a function, is called once the request is sent, before
+the wait: work of the caller's own that the helper need not wait for.
 A helper error signals `mevedel-execution-helper-error' with the
 error plist as data.  \\[keyboard-quit] while waiting cancels the
 request in the helper too.
@@ -532,6 +534,7 @@ process filter, where waiting would corrupt the stream, it signals
                       (setq outcome (list 'error (list :code -1 :kind "lost" :message why))))
            :timeout timeout
            :now t)))
+    (when meanwhile (funcall meanwhile))
     (condition-case nil
         (while (not outcome)
           (if (> (float-time) deadline)
@@ -559,12 +562,26 @@ process filter, where waiting would corrupt the stream, it signals
   "Answer the request METHOD from the helper; it sends none today."
   (jsonrpc-error :code -32601 :message (format "method not found: %s" method)))
 
+(defvar mevedel-execution-at-once-notifications nil
+  "Notifications handled inside the process filter: (METHOD . FUNCTION).
+FUNCTION is called with CONN and the wire params at once, ahead of
+what is queued, so what it shows is drawn by the redisplay that
+follows the helper's output.  Only for work that waits for nothing
+and is right in any order against other messages.")
+
 (defun mevedel-execution--dispatch-notification (conn method params)
   "Queue the notification METHOD with PARAMS from CONN's helper.
 It is routed after everything queued before it; see
-`mevedel-execution-defer'."
-  (mevedel-execution-defer #'mevedel-execution--route-notification
-                            conn method params))
+`mevedel-execution-defer'.  Those of
+`mevedel-execution-at-once-notifications' are handled now."
+  (let ((now (alist-get method mevedel-execution-at-once-notifications)))
+    (if (not now)
+        (mevedel-execution-defer #'mevedel-execution--route-notification
+                                  conn method params)
+      (condition-case err
+          (funcall now conn params)
+        (error (message "mevedel-exec: handling %s: %s" method
+                        (error-message-string err)))))))
 
 (defun mevedel-execution--route-notification (conn method params)
   "Route the notification METHOD with PARAMS from CONN's helper.

@@ -39,6 +39,7 @@
 (require 'subr-x)
 (require 'mevedel-execution)
 (require 'mevedel-execution-spool)
+(require 'mevedel-execution-spool-act)
 (require 'mevedel-execution-transcript)
 
 (declare-function notifications-notify "notifications")
@@ -259,6 +260,7 @@ or \"Compile\"."
   (let* ((directory (file-name-as-directory (expand-file-name directory)))
          (session (mevedel-execution-person-session directory))
          (sid (mevedel-execution-session-id session))
+         (fresh nil)
          (obs (condition-case err
                   (mevedel-execution-request
                    session 'exec/start
@@ -269,14 +271,24 @@ or \"Compile\"."
                          :tty (and tty t)
                          :label label
                          ;; What it printed already comes with the
-                         ;; answer, and shows without another request.
-                         :max-output-chars mevedel-execution-person--start-output-chars)
+                         ;; answer, and shows without another request;
+                         ;; what it prints next comes as it does, for
+                         ;; its output buffer.
+                         :max-output-chars mevedel-execution-person--start-output-chars
+                         :follow t)
                    ;; The first command on a host opens its connection.
-                   60)
+                   60
+                   ;; Its buffer is made while the helper starts it
+                   ;; (a name without a leading space: font lock).
+                   (lambda ()
+                     (setq fresh (generate-new-buffer "*mevedel-exec starting*"))
+                     (with-current-buffer fresh (mevedel-execution-spool-output-mode))))
                 ;; A refusal (backgrounding, an unknown host key...) is
                 ;; the person's to read, not a bug.
                 (mevedel-execution-helper-error
-                 (user-error "mevedel-exec: %s" (plist-get (nth 2 err) :message)))))
+                 (when fresh (kill-buffer fresh))
+                 (user-error "mevedel-exec: %s" (plist-get (nth 2 err) :message)))
+                ((quit error) (when fresh (kill-buffer fresh)) (signal (car err) (cdr err)))))
          (facts (plist-get obs :facts))
          (id (plist-get facts :execution-id)))
     (puthash (cons sid id) t mevedel-execution-person--started)
@@ -287,7 +299,7 @@ or \"Compile\"."
     ;; more than that is shown from its last page, where it goes on,
     ;; as a terminal would.
     (let ((buffer (mevedel-execution-spool-open-started session id facts
-                                                         (plist-get obs :output))))
+                                                         (plist-get obs :output) t fresh)))
       (if (plist-get obs :final)
           (mevedel-execution-person--ended session facts)
         (mevedel-execution-person--await-end session id))

@@ -51,14 +51,15 @@
   (mevedel-execution-to-wire
    method (cons :session-id (cons (mevedel-execution-session-id session) params))))
 
-(defun mevedel-execution-request (session method &optional params timeout)
+(defun mevedel-execution-request (session method &optional params timeout meanwhile)
   "Send METHOD with PARAMS for SESSION, wait, and return the result.
 PARAMS is a plist with Lisp keys (`:execution-id', ...), without
 the session's id, which is added; keys with a nil value are left
 out, and METHOD must take every key (`mevedel-execution-wire-params').
 The result is a fresh plist with Lisp keys.  SESSION is reopened
 first if its helper died.  Wait at most TIMEOUT seconds (default
-`mevedel-execution-request-timeout').  A helper error signals
+`mevedel-execution-request-timeout'), calling MEANWHILE first if
+given (see `mevedel-execution-call').  A helper error signals
 `mevedel-execution-helper-error' with the error plist as data;
 \\[keyboard-quit] while waiting cancels the request in the helper too.
 Made from inside the helper's process filter, the call signals
@@ -67,7 +68,7 @@ Made from inside the helper's process filter, the call signals
   (let ((conn (mevedel-execution-ensure-session session)))
     (mevedel-execution-call conn method
                              (mevedel-execution-session-params session method params)
-                             timeout)))
+                             timeout meanwhile)))
 
 (cl-defun mevedel-execution-request-async (session method params &key on-result on-error on-lost timeout)
   "Send METHOD with PARAMS for SESSION; return a handle at once.

@@ -28,6 +28,7 @@
 (require 'subr-x)
 (require 'mevedel-execution)
 (require 'mevedel-execution-logs)
+(require 'mevedel-execution-stream)
 
 (defgroup mevedel-execution-spool nil
   "Faces of the output buffers of mevedel-exec.
@@ -44,9 +45,10 @@ Their options are in the group `mevedel-execution'."
 
 ;; An output buffer shows one execution's log from byte START to byte
 ;; END.  Pages are cut at line boundaries.  While it shows the end of
-;; the log, it follows it: each `exec/changed' that says the log grew
-;; makes it read the new range (and only that), and its final size
-;; after `exec/settled'.  Text goes in as a terminal would leave it:
+;; the log, it follows it: the new output comes in `exec/output', and
+;; an `exec/changed' that says the log grew past what came makes it
+;; read the new range (and only that), as does its final size after
+;; `exec/settled'.  Text goes in as a terminal would leave it:
 ;; colours from escapes, a carriage return rewriting its line.  The
 ;; mode derives from `compilation-mode', so `next-error' visits the
 ;; file:line:col locations of compilers.
@@ -92,6 +94,9 @@ the log's byte offset there.")
 
 (defvar-local mevedel-execution-spool--reading nil
   "Non-nil while a read of new output is under way.")
+
+(defvar-local mevedel-execution-spool--streaming nil
+  "Non-nil while the output comes in chunks that go on from the end.")
 
 (defvar-local mevedel-execution-spool--held ""
   "Text held back from the last read: a carriage return at its end.")
@@ -328,7 +333,8 @@ ALIGN and FOLLOW as in `mevedel-execution-spool--show'."
       (setq mevedel-execution-spool--tailing
             (or follow (plist-get res :eof)
                 (< (or (plist-get res :length) 0) mevedel-execution-spool-page-bytes)))
-      (setq mevedel-execution-spool--source (list session address start total length))
+      (setq mevedel-execution-spool--source (list session address start total length)
+            mevedel-execution-spool--streaming nil)
       (mevedel-execution-spool--insert text))))
 
 (defun mevedel-execution-spool--page (fn &optional align follow)
@@ -402,15 +408,16 @@ because it ended meanwhile, or a helper out of reach changes nothing."
   (ignore-errors
     (mevedel-execution-request-async
      session 'exec/follow
-     (list :execution-id id :as "user" :follow (if on t :json-false))
+     (list :execution-id id :as "user" :follow (if on t :json-false) :output t)
      :on-error #'ignore)))
 
-(defun mevedel-execution-spool--ask-follow (session id)
-  "Follow ID of SESSION from this buffer while it lives, unless it ended."
+(defun mevedel-execution-spool--ask-follow (session id &optional followed)
+  "Follow ID of SESSION from this buffer while it lives, unless it ended.
+FOLLOWED non-nil says its start followed it already, for this buffer."
   (unless (or mevedel-execution-spool--followed
               (equal (plist-get mevedel-execution-spool--facts :state) "settled"))
     (setq mevedel-execution-spool--followed (cons session id))
-    (mevedel-execution-spool--send-follow session id t)
+    (unless followed (mevedel-execution-spool--send-follow session id t))
     (add-hook 'kill-buffer-hook #'mevedel-execution-spool--unfollow nil t)))
 
 (defun mevedel-execution-spool--unfollow ()
@@ -421,8 +428,8 @@ because it ended meanwhile, or a helper out of reach changes nothing."
       (mevedel-execution-spool--send-follow (car followed) (cdr followed) nil))))
 
 (defvar-local mevedel-execution-spool--follower nil
-  "(SESSION-ID EXECUTION-ID FUNCTION): how this buffer learns new facts.
-See `mevedel-execution-follow-facts'.")
+  "(SESSION-ID EXECUTION-ID FACTS-FN OUTPUT-FN): how this buffer learns.
+See `mevedel-execution-follow-facts' and `mevedel-execution-follow-output'.")
 
 (defun mevedel-execution-spool--detach ()
   "Stop following the helper's events in this buffer."
@@ -430,20 +437,20 @@ See `mevedel-execution-follow-facts'.")
     (remove-hook 'mevedel-execution-event-functions mevedel-execution-spool--listener)
     (setq mevedel-execution-spool--listener nil))
   (when mevedel-execution-spool--follower
-    (apply #'mevedel-execution-follow-facts
-           (append mevedel-execution-spool--follower '(t)))
+    (mevedel-execution-follow-facts-and-output mevedel-execution-spool--follower t)
     (setq mevedel-execution-spool--follower nil)))
 
 (defun mevedel-execution-spool--attach ()
   "Follow the helper's events about this buffer's execution.
-Its new facts come at once, each time the helper sends them (see
-`mevedel-execution-follow-facts'); its settlement and the helper's
+Its new facts and output come at once, each time the helper sends
+them (see `mevedel-execution-follow-facts' and
+`mevedel-execution-follow-output'); its settlement and the helper's
 exit as events."
   (unless mevedel-execution-spool--listener
     (let* ((buffer (current-buffer))
            (listener nil)
            (follower (list (mevedel-execution-session-id mevedel-execution-buffer-session)
-                           mevedel-execution-spool--execution-id nil)))
+                           mevedel-execution-spool--execution-id nil nil)))
       (setq listener
             (lambda (type plist)
               (if (not (buffer-live-p buffer))
@@ -453,13 +460,19 @@ exit as events."
       (setf (nth 2 follower)
             (lambda (facts)
               (if (not (buffer-live-p buffer))
-                  (apply #'mevedel-execution-follow-facts (append follower '(t)))
+                  (mevedel-execution-follow-facts-and-output follower t)
                 (with-current-buffer buffer
-                  (mevedel-execution-spool-note-facts facts)))))
+                  (mevedel-execution-spool-note-facts facts))))
+            (nth 3 follower)
+            (lambda (offset got text)
+              (if (not (buffer-live-p buffer))
+                  (mevedel-execution-follow-facts-and-output follower t)
+                (with-current-buffer buffer
+                  (mevedel-execution-spool--take-output offset got text)))))
       (setq mevedel-execution-spool--listener listener
             mevedel-execution-spool--follower follower)
       (mevedel-execution-add-reader listener)
-      (apply #'mevedel-execution-follow-facts follower))))
+      (mevedel-execution-follow-facts-and-output follower))))
 
 (defun mevedel-execution-spool--on-event (type plist)
   "Handle the event TYPE with PLIST for this output buffer."
@@ -503,6 +516,8 @@ there is more."
           (buffer (current-buffer)))
       (when (and session end mevedel-execution-spool--tailing (not mevedel-execution-spool--reading)
                  (integerp size) (> size end)
+                 ;; Unless chunks bring it (the rest of a character too).
+                 (not (and mevedel-execution-spool--streaming (mevedel-execution-spool-running-facts)))
                  (mevedel-execution-session-open-p session))
         (if (> (- size end) (* 2 mevedel-execution-spool-page-bytes))
             ;; More than the buffer keeps came since: what it would drop
@@ -570,24 +585,50 @@ it comes stay at the end."
 
 (defun mevedel-execution-spool--append (res end)
   "Append the spool/read answer RES, read from byte END, then read on."
-  (pcase-let ((`(,session ,address ,start ,_total ,length) mevedel-execution-spool--source))
-    ;; A page change since the read was sent: it is not ours to add.
-    (when (eql (+ start length) end)
-      (let ((got (or (plist-get res :length) 0)))
-        ;; A chunk that starts a line is where the buffer can later be
-        ;; cut without reading the log again.
-        (when (and (string-empty-p mevedel-execution-spool--held)
-                   (save-excursion (goto-char (point-max)) (bolp))
-                   (> (buffer-size) 0))
-          (push (cons (copy-marker (point-max)) end) mevedel-execution-spool--cuts))
-        (mevedel-execution-spool--insert (or (plist-get res :text) ""))
-        (setq mevedel-execution-spool--source
-              (list session address start
-                    (max (or (plist-get res :total-bytes) 0) (+ end got))
-                    (+ length got)))
-        (mevedel-execution-spool--trim)
-        (force-mode-line-update)
-        (when (> got 0) (mevedel-execution-spool--follow))))))
+  (pcase-let* ((`(,_session ,_address ,start ,_total ,length) mevedel-execution-spool--source)
+               (got (or (plist-get res :length) 0))
+               ;; Unless the end moved since the read was sent (a page
+               ;; change, output that came): it is not ours to add.
+               (ours (eql (+ start length) end)))
+    (when ours
+      (mevedel-execution-spool--append-text (or (plist-get res :text) "") got end
+                                            (plist-get res :total-bytes)))
+    (when (or (> got 0) (not ours)) (mevedel-execution-spool--follow))))
+
+(defun mevedel-execution-spool--append-text (text got end total)
+  "Append TEXT, GOT bytes of the log from END, the buffer's end.
+TOTAL is the log's size as the helper last said, or nil."
+  (pcase-let ((`(,session ,address ,start ,known ,length) mevedel-execution-spool--source))
+    ;; A chunk that starts a line is where the buffer can later be
+    ;; cut without reading the log again.
+    (when (and (string-empty-p mevedel-execution-spool--held)
+               (save-excursion (goto-char (point-max)) (bolp))
+               (> (buffer-size) 0))
+      (push (cons (copy-marker (point-max)) end) mevedel-execution-spool--cuts))
+    (mevedel-execution-spool--insert text)
+    (setq mevedel-execution-spool--source
+          (list session address start (max (or total 0) (or known 0) (+ end got))
+                (+ length got)))
+    (mevedel-execution-spool--trim)
+    (force-mode-line-update)))
+
+(defun mevedel-execution-spool--take-output (offset got text)
+  "Append the output chunk TEXT, GOT bytes of the log from OFFSET.
+Only what goes on from the buffer's end is taken, and bytes shown
+are not added again.  While chunks go on from it, the buffer waits
+for them instead of reading; one past its end (output the helper
+dropped) makes it read the log until they meet again."
+  (pcase-let* ((`(,_session ,_address ,start ,_total ,length) mevedel-execution-spool--source)
+               (end (and start (+ start length)))
+               (skip (and end (- end offset))))
+    (cond ((not (and end mevedel-execution-spool--tailing)))
+          ((< skip 0)
+           (setq mevedel-execution-spool--streaming nil)
+           (mevedel-execution-spool--follow))
+          ((and (< skip got)
+                (setq text (if (zerop skip) text (mevedel-execution-drop-bytes text skip))))
+           (setq mevedel-execution-spool--streaming t)
+           (mevedel-execution-spool--append-text text (- got skip) end nil)))))
 
 (defun mevedel-execution-spool--trim ()
   "Keep a followed buffer within two pages: drop whole lines from its start.
@@ -606,7 +647,12 @@ log's text, so paging back still starts where the buffer does."
             (setq mevedel-execution-spool--source
                   (list session address (cdr cut) total (- end (cdr cut))))
             (mevedel-execution-spool--forget-cuts (cdr cut)))
-        (mevedel-execution-spool--trim-by-reading)))))
+        (if (not (mevedel-execution-in-filter-p))
+            (mevedel-execution-spool--trim-by-reading)
+          ;; Its read waits for the helper: not inside the process filter.
+          (let ((b (current-buffer)))
+            (mevedel-execution-defer
+             (lambda () (when (buffer-live-p b) (with-current-buffer b (mevedel-execution-spool--trim)))))))))))
 
 (defun mevedel-execution-spool--forget-cuts (before)
   "Forget the places to cut the buffer at bytes before BEFORE."
@@ -643,63 +689,17 @@ For when no chunk boundary is near enough to cut at."
 
 ;;;;; Acting on the execution shown
 
-(defun mevedel-execution-spool--session-and-id ()
-  "Return (SESSION . ID) of this output buffer, or signal a `user-error'."
+(defun mevedel-execution-spool-shown ()
+  "Return (SESSION ID FACTS) of this output buffer's execution, or nil.
+FACTS are the latest known, or nil.  The commands acting on it are in
+mevedel-execution-spool-act.el."
   (let ((session (car mevedel-execution-spool--source)))
-    (unless (and session mevedel-execution-spool--execution-id)
-      (user-error "Not an output buffer"))
-    (unless (mevedel-execution-session-open-p session)
-      (user-error "Session %s is closed" (mevedel-execution-session-id session)))
-    (cons session mevedel-execution-spool--execution-id)))
+    (and session mevedel-execution-spool--execution-id
+         (list session mevedel-execution-spool--execution-id mevedel-execution-spool--facts))))
 
-(defun mevedel-execution-spool-stop ()
-  "Stop the command whose output is in this buffer.
-SIGTERM to its process group and every descendant, SIGKILL after the
-grace period; the header line says when it ended.  A stop is not
-announced: you know."
-  (interactive)
-  (pcase-let ((`(,session . ,id) (mevedel-execution-spool--session-and-id))
-              (name (mevedel-execution-describe mevedel-execution-spool--facts)))
-    (mevedel-execution-note-person-stop (mevedel-execution-session-id session) id)
-    (mevedel-execution-stop-user
-     session id
-     (lambda (obs)
-       (let ((err (plist-get obs :error)))
-         (message "mevedel-exec: %s"
-                  (if err (format "stopping \"%s\": %s" name (plist-get err :message))
-                    (format "\"%s\" %s" name
-                            (or (plist-get (plist-get obs :facts) :status) "stopped")))))))
-    (message "mevedel-exec: stopping \"%s\"..." name)))
-
-(defun mevedel-execution-spool-interrupt ()
-  "Send Ctrl-C to the command whose output is in this buffer.
-On its terminal if it has one, else SIGINT to its process group; a
-command that handles it goes on."
-  (interactive)
-  (pcase-let ((`(,session . ,id) (mevedel-execution-spool--session-and-id)))
-    (mevedel-execution-request-async
-     session 'exec/interrupt (list :as "user" :execution-id id)
-     :on-error (lambda (err) (message "mevedel-exec: interrupting: %s" (plist-get err :message)))
-     :timeout mevedel-execution-request-timeout)))
-
-(defun mevedel-execution-spool-send-input (line)
-  "Type LINE and a newline into the command shown (it needs a terminal).
-Only a command started with a terminal takes input (\\[universal-argument] before
-`mevedel-execution-shell-command'); one without has its input at
-end of file, and only Ctrl-C reaches it."
-  (interactive
-   (progn
-     (mevedel-execution-spool--session-and-id)
-     (unless (plist-get mevedel-execution-spool--facts :tty)
-       (user-error "This command has no terminal; only Ctrl-C reaches it"))
-     (list (read-string (format "Input to \"%s\": "
-                                (mevedel-execution-describe mevedel-execution-spool--facts))))))
-  (pcase-let ((`(,session . ,id) (mevedel-execution-spool--session-and-id)))
-    (mevedel-execution-write-user
-     session id (concat line "\n")
-     (lambda (obs)
-       (let ((err (plist-get obs :error)))
-         (when err (message "mevedel-exec: input not sent: %s" (plist-get err :message))))))))
+(autoload 'mevedel-execution-spool-stop "mevedel-execution-spool-act" nil t)
+(autoload 'mevedel-execution-spool-interrupt "mevedel-execution-spool-act" nil t)
+(autoload 'mevedel-execution-spool-send-input "mevedel-execution-spool-act" nil t)
 
 ;;;;; Opening
 
@@ -764,17 +764,21 @@ execution.  Return the buffer; an id without output signals a
         (setq mevedel-execution-spool--source
               (list session address 0 (or (plist-get stat :logical-bytes) 0) 0))
         (mevedel-execution-spool-last-page))
-      (mevedel-execution-spool--follow))
+      (mevedel-execution-spool--catch-up))
     (when (called-interactively-p 'interactive)
       (pop-to-buffer buffer))
     buffer))
 
-(defun mevedel-execution-spool--prepare (session execution-id facts)
+(defun mevedel-execution-spool--prepare (session execution-id facts &optional followed fresh)
   "Return the output buffer of EXECUTION-ID in SESSION, set up and following.
-FACTS, when known, are the execution's facts; the text is not shown yet."
-  (let ((buffer (or (mevedel-execution-spool-output-buffer
-                     (mevedel-execution-session-id session) execution-id)
-                    (get-buffer-create (format "*mevedel-exec output %s*" execution-id)))))
+FACTS, when known, are the execution's facts; the text is not shown yet.
+FOLLOWED non-nil: its start followed it with output already.  FRESH, a
+new buffer, is used unless the execution has one."
+  (let* ((name (format "*mevedel-exec output %s*" execution-id))
+         (buffer (or (mevedel-execution-spool-output-buffer
+                      (mevedel-execution-session-id session) execution-id)
+                     (and fresh (with-current-buffer fresh (rename-buffer name t) fresh))
+                     (get-buffer-create name))))
     (with-current-buffer buffer
       (unless (derived-mode-p 'mevedel-execution-spool-output-mode)
         (mevedel-execution-spool-output-mode))
@@ -789,31 +793,35 @@ FACTS, when known, are the execution's facts; the text is not shown yet."
                    (or (file-remote-p cwd) (file-directory-p cwd)))
           (setq default-directory (file-name-as-directory cwd))))
       (mevedel-execution-spool--attach)
-      (mevedel-execution-spool--ask-follow session execution-id))
+      (mevedel-execution-spool--ask-follow session execution-id followed))
     buffer))
 
-(defun mevedel-execution-spool--whole-output-p (output facts)
-  "Return non-nil if OUTPUT is its execution's log from byte 0, byte for byte.
-OUTPUT is the first observation's, FACTS the facts it came with.
-Nothing may be omitted, and no U+FFFD may stand for an invalid byte:
-its length in the log would not be its length here."
-  (and (stringp output)
-       (eql (or (plist-get facts :omitted-bytes) 0) 0)
-       (not (string-search "\ufffd" output))
-       (<= (string-bytes output) (or (plist-get facts :output-bytes) 0))))
+(defun mevedel-execution-spool--catch-up ()
+  "Take the output that came before this buffer listened, then follow."
+  (let ((early (mevedel-execution-take-early-output
+                (mevedel-execution-session-id mevedel-execution-buffer-session)
+                mevedel-execution-spool--execution-id)))
+    (when early (apply #'mevedel-execution-spool--take-output early))
+    (mevedel-execution-spool--follow)))
 
-(defun mevedel-execution-spool-open-started (session execution-id facts output)
+(defun mevedel-execution-spool-open-started (session execution-id facts output
+                                                      &optional followed fresh)
   "Show the output of EXECUTION-ID in SESSION, from what its start answered.
 FACTS and OUTPUT are the start reply's (its first observation, so
 OUTPUT begins at the log's first byte).  When OUTPUT is the log so
 far, whole, the buffer shows it at once and follows from there: no
-request waits for the helper.  Otherwise this is
-`mevedel-execution-spool-open-output' from the end.  Return the
-buffer."
-  (if (not (mevedel-execution-spool--whole-output-p output facts))
-      (mevedel-execution-spool-open-output session execution-id t facts)
+request waits for the helper, and with FOLLOWED (the start followed
+it with output) what it prints next comes without asking.  FRESH, a
+new buffer made meanwhile, is used or killed.  Otherwise this is
+`mevedel-execution-spool-open-output' from the end.  Return the buffer."
+  (if (not (mevedel-execution-whole-output-p output facts))
+      (let ((buffer (mevedel-execution-spool-open-output session execution-id t facts)))
+        (when (buffer-live-p fresh) (kill-buffer fresh))
+        (when followed
+          (mevedel-execution-spool--send-follow session execution-id nil))
+        buffer)
     (let* ((address (mevedel-execution-spool-address execution-id))
-           (buffer (mevedel-execution-spool--prepare session execution-id facts))
+           (buffer (mevedel-execution-spool--prepare session execution-id facts followed fresh))
            (length (string-bytes output)))
       (with-current-buffer buffer
         (let ((inhibit-read-only t))
@@ -833,7 +841,7 @@ buffer."
         (let ((newer (mevedel-execution-live-facts
                       (mevedel-execution-session-id session) execution-id)))
           (when newer (mevedel-execution-spool-note-facts newer)))
-        (mevedel-execution-spool--follow))
+        (mevedel-execution-spool--catch-up))
       buffer)))
 
 (provide 'mevedel-execution-spool)

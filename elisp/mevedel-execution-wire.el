@@ -65,7 +65,7 @@
     (exec/start :session-id :owner :command :argv :stdin :cwd :yield-ms
                 :timeout-ms :tty :lane :read-only :scratch :kind :env :label
                 :tool-use-id :max-output-chars :ready-pattern :ready-port
-                :sandbox :resources)
+                :sandbox :resources :follow)
     (exec/observe :session-id :owner :as :execution-id :chars :wait-ms
                   :max-output-chars)
     (exec/stop :session-id :owner :as :execution-id)
@@ -73,7 +73,7 @@
     (exec/list :session-id :owner :as :all)
     (exec/stopAll :session-id :owner :as)
     (exec/forward :session-id :execution-id :port)
-    (exec/follow :session-id :owner :as :execution-id :follow)
+    (exec/follow :session-id :owner :as :execution-id :follow :output)
     (spool/read :session-id :owner :as :address :offset :length :line :lines)
     (spool/grep :session-id :owner :as :pattern :glob :addresses :max-matches
                 :context)

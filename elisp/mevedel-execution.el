@@ -82,6 +82,7 @@
 (require 'mevedel-execution-wire)
 (require 'mevedel-execution-install)
 (require 'mevedel-execution-connection)
+(require 'mevedel-execution-stream)
 (require 'mevedel-execution-session)
 (require 'mevedel-execution-mailbox)
 (require 'mevedel-execution-daemon)

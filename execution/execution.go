@@ -62,6 +62,13 @@ type Execution struct {
 	// followed mirrors st.followers > 0 for the output copier, which
 	// announces growth more often while someone follows the output.
 	followed atomic.Bool
+	// streamed mirrors st.streamers > 0: the output copier keeps the new
+	// bytes for exec/output (stream.go).
+	streamed atomic.Bool
+	outMu    sync.Mutex
+	outBuf   []byte // guarded by outMu; output not yet sent in exec/output
+	outOff   int64  // guarded by outMu; the log offset of outBuf[0]
+	outGap   bool   // guarded by outMu; output was dropped since the last take
 
 	mu sync.Mutex
 	st execState // guarded by mu; changed only through update

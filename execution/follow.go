@@ -17,8 +17,9 @@ const followPoll = time.Second
 // followPoll, and a change of that set raises exec/changed at once, as
 // a readyPort watch does. Follows are counted: each one is undone by one
 // unfollow (on false), and the watch ends with the last one or at
-// settlement.
-func (s *Session) Follow(c Caller, id string, on bool) error {
+// settlement. A follow with output also streams the new output in
+// exec/output (stream.go) until its own unfollow, which says output too.
+func (s *Session) Follow(c Caller, id string, on, output bool) error {
 	e, err := s.lookup(c, id)
 	if err != nil {
 		return err
@@ -29,13 +30,7 @@ func (s *Session) Follow(c Caller, id string, on bool) error {
 			settled = true
 			return
 		}
-		if on {
-			st.followers++
-			start = st.followers == 1
-		} else if st.followers > 0 {
-			st.followers--
-		}
-		e.followed.Store(st.followers > 0)
+		start = e.countFollow(st, on, output)
 	})
 	if settled && on {
 		return fault.New(fault.Refused, "execution %s has ended: there is nothing to follow", id)
@@ -44,6 +39,28 @@ func (s *Session) Follow(c Caller, id string, on bool) error {
 		s.Go(e.watchFollowed)
 	}
 	return nil
+}
+
+// countFollow counts one follow (on) or undoes one, with output or not,
+// and reports whether it is the first, which starts the watch. The caller
+// holds the state.
+func (e *Execution) countFollow(st *execState, on, output bool) (first bool) {
+	switch {
+	case on:
+		st.followers++
+		first = st.followers == 1
+		if output {
+			st.streamers++
+		}
+	case st.followers > 0:
+		st.followers--
+		if output && st.streamers > 0 {
+			st.streamers--
+		}
+	}
+	e.followed.Store(st.followers > 0)
+	e.streamed.Store(st.streamers > 0)
+	return first
 }
 
 // watchFollowed reads the listening set while the execution is followed

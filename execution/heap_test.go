@@ -14,6 +14,7 @@ import (
 type quietEvents struct{}
 
 func (quietEvents) Changed(s *Session)     { s.TakeChanged() }
+func (quietEvents) Output(e *Execution)    { e.TakeOutput() }
 func (quietEvents) Settled(Facts)          {}
 func (quietEvents) Progress(Facts, string) {}
 func (quietEvents) Deliver(Delivery)       {}

@@ -66,6 +66,9 @@ func (l Limits) withDefaults() Limits {
 type Events interface {
 	// Changed says the live set of s changed.
 	Changed(s *Session)
+	// Output says e, followed with output, has output to send; the sink
+	// calls TakeOutput when it writes exec/output.
+	Output(e *Execution)
 	// Settled carries the final facts of an execution.
 	Settled(f Facts)
 	// Progress carries facts and the output tail of a running execution

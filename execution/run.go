@@ -294,6 +294,7 @@ func (e *Execution) copyOutput(r io.Reader) {
 	var owed atomic.Bool
 	var trailing *time.Timer // left to fire after EOF: what it owes is still news
 	cr, _ := r.(chunkReader)
+	var at int64 // bytes spooled so far
 	for {
 		var b []byte
 		var err error
@@ -305,7 +306,12 @@ func (e *Execution) copyOutput(r io.Reader) {
 			b = buf[:n]
 		}
 		if n := len(b); n > 0 {
-			if _, werr := e.sp.Write(b); werr != nil {
+			_, werr := e.sp.Write(b)
+			if werr == nil && e.streamed.Load() {
+				e.keepOutput(at, b)
+			}
+			at += int64(n)
+			if werr != nil {
 				if errors.Is(werr, spool.ErrLimit) {
 					e.cancel(&stopCause{term: OutputLimit, reason: fmt.Sprintf("output exceeded the limit of %d bytes", e.s.limits.OutputLimitBytes)})
 				} else {
@@ -330,12 +336,14 @@ func (e *Execution) copyOutput(r io.Reader) {
 			if since >= every {
 				announced.Store(int64(time.Since(base)))
 				owed.Store(false)
+				e.announceOutput()
 				e.s.changed(e)
 			} else if !owed.Swap(true) {
 				if trailing == nil {
 					trailing = time.AfterFunc(every-since, func() {
 						if owed.Swap(false) {
 							announced.Store(int64(time.Since(base)))
+							e.announceOutput()
 							e.s.changed(e)
 						}
 					})

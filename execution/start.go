@@ -48,6 +48,9 @@ type StartParams struct {
 	// Sandbox and Resources are laid over the session's defaults.
 	Sandbox   *sandbox.Policy
 	Resources *sandbox.Resources
+	// Follow follows it with output from before its first byte, as an
+	// exec/follow with output would (follow.go).
+	Follow bool
 
 	remote *remoteExec // set by StartAndAwait for a TRAMP cwd
 }
@@ -240,11 +243,17 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 		e.journaled = e.beginJournalSpawn()
 	default:
 	}
+	if p.Follow {
+		e.countFollow(&e.st, true, true)
+	}
 	s.execs[id] = e
 	s.live.Add(1)
 	s.owners[id] = c.owner()
 	s.wg.Add(1)
 	go e.run()
+	if p.Follow {
+		s.Go(e.watchFollowed)
+	}
 	s.changed(e)
 	return e, nil
 }

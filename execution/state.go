@@ -145,6 +145,7 @@ type execState struct {
 	listenDigest  uint64
 	listenScanned bool
 	followers     int // exec/follow calls not yet undone (follow.go)
+	streamers     int // of those, the ones that asked for the output too
 }
 
 // update runs f on the state under the lock. f must not block: it may

@@ -180,6 +180,8 @@ func noteSession(params any) (sid string, agentOnly bool) {
 		return v.SessionID, false
 	case ChangedParams:
 		return v.SessionID, false
+	case OutputParams:
+		return v.SessionID, false
 	case DeliveredParams:
 		return v.SessionID, false
 	}

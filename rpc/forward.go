@@ -16,8 +16,9 @@ import (
 // or a client that is behind, costs one snapshot); progress coalesces per
 // execution and is dropped while the client is behind (it is advisory).
 // Settlements, deliveries and wakes are never dropped: there is one per
-// execution or per delivery attempt. A client that stays stuck is
-// disconnected by its stream.
+// execution or per delivery attempt. A followed execution's output
+// coalesces per execution, its bytes taken when the note is written. A
+// client that stays stuck is disconnected by its stream.
 type forwarder struct {
 	send   func(method string, params any)
 	behind func() bool // the client is behind: drop progress
@@ -28,20 +29,22 @@ type forwarder struct {
 
 	mu       sync.Mutex
 	cond     *sync.Cond
-	queue    []*note                     // guarded by mu
-	changed  map[*execution.Session]bool // guarded by mu; a change note is queued
-	wakes    map[wakeKey]bool            // guarded by mu; a wake note is queued
-	progress map[progressKey]*note       // guarded by mu; the queued progress note of an execution
-	closed   bool                        // guarded by mu
-	done     chan struct{}               // closed once, when run returns
+	queue    []*note                       // guarded by mu
+	changed  map[*execution.Session]bool   // guarded by mu; a change note is queued
+	wakes    map[wakeKey]bool              // guarded by mu; a wake note is queued
+	progress map[progressKey]*note         // guarded by mu; the queued progress note of an execution
+	outputs  map[*execution.Execution]bool // guarded by mu; an output note is queued
+	closed   bool                          // guarded by mu
+	done     chan struct{}                 // closed once, when run returns
 }
 
 type note struct {
 	method  string
-	params  any                // guarded by forwarder.mu while queued (progress is replaced)
-	session *execution.Session // set for a coalesced exec/changed or wake
-	owner   string             // set for a coalesced wake
-	then    func()             // run in order instead of a send
+	params  any                  // guarded by forwarder.mu while queued (progress is replaced)
+	session *execution.Session   // set for a coalesced exec/changed or wake
+	owner   string               // set for a coalesced wake
+	exec    *execution.Execution // set for a coalesced exec/output
+	then    func()               // run in order instead of a send
 }
 
 // progressKey names one execution's coalesced progress.
@@ -57,7 +60,8 @@ func newForwarder(send func(string, any), behind func() bool, room func()) *forw
 	f := &forwarder{
 		send: send, behind: behind, room: room,
 		changed: map[*execution.Session]bool{}, wakes: map[wakeKey]bool{}, progress: map[progressKey]*note{},
-		done: make(chan struct{}),
+		outputs: map[*execution.Execution]bool{},
+		done:    make(chan struct{}),
 	}
 	f.cond = sync.NewCond(&f.mu)
 	go f.run()
@@ -88,6 +92,11 @@ func (f *forwarder) push(n *note) {
 			return
 		}
 		f.wakes[k] = true
+	case n.exec != nil:
+		if f.outputs[n.exec] {
+			return
+		}
+		f.outputs[n.exec] = true
 	case n.session != nil:
 		if f.changed[n.session] {
 			return
@@ -110,7 +119,7 @@ func (f *forwarder) run() {
 			return
 		}
 		n := f.queue[0]
-		if n.session != nil {
+		if n.session != nil || n.exec != nil {
 			// Its payload is built when the client can take it: until
 			// then it stays queued and further changes coalesce into it,
 			// so a client that is behind costs no snapshots. Only this
@@ -129,6 +138,8 @@ func (f *forwarder) run() {
 			delete(f.wakes, wakeKey{n.session, n.owner})
 		case n.session != nil:
 			delete(f.changed, n.session)
+		case n.exec != nil:
+			delete(f.outputs, n.exec)
 		}
 		f.mu.Unlock()
 		switch {
@@ -150,6 +161,13 @@ func (f *forwarder) run() {
 				continue
 			}
 			n.params = WakeParams{SessionID: n.session.ID(), Owner: n.owner, DeliveryIDs: ids}
+		case n.exec != nil:
+			// Taken now, so what was spooled while this waited joins it.
+			off, length, text, ok := n.exec.TakeOutput()
+			if !ok {
+				continue
+			}
+			n.params = OutputParams{SessionID: n.exec.SessionID(), ExecutionID: n.exec.ID(), Offset: off, Length: length, Text: text}
 		case n.session != nil:
 			// Taken now, so every change made while this waited joins it.
 			changed, ok := n.session.TakeChanged()
@@ -175,6 +193,10 @@ func (f *forwarder) close() {
 
 func (f *forwarder) Changed(s *execution.Session) {
 	f.push(&note{method: NotifyChanged, session: s})
+}
+
+func (f *forwarder) Output(e *execution.Execution) {
+	f.push(&note{method: NotifyOutput, exec: e})
 }
 
 func (f *forwarder) Settled(facts execution.Facts) {

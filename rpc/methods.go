@@ -191,7 +191,7 @@ func (s *Server) execStart(req *jsonrpc2.Request, r *reply) {
 		Command: p.Command, Argv: p.Argv, Stdin: p.Stdin, Cwd: p.Cwd, TTY: p.TTY, Lane: p.Lane, ReadOnly: p.ReadOnly,
 		Env: p.Env, Label: p.Label, ToolUseID: p.ToolUseID, Timeout: timeout, Scratch: p.Scratch, Kind: p.Kind,
 		ReadyPattern: p.ReadyPattern, ReadyPort: p.ReadyPort,
-		Sandbox: p.Sandbox, Resources: p.Resources,
+		Sandbox: p.Sandbox, Resources: p.Resources, Follow: p.Follow,
 	}, yield, p.MaxOutputChars, func(o execution.Observation, err error) { r.answer(o, err) })
 }
 

@@ -54,6 +54,7 @@ const (
 	NotifyDeliver   = "mailbox/deliver"
 	NotifyWake      = "session/wake"
 	NotifyDelivered = "mailbox/delivered"
+	NotifyOutput    = "exec/output"
 )
 
 // Authority selects whose executions a request may see: model authority
@@ -157,6 +158,9 @@ type ExecStartParams struct {
 	// Sandbox and Resources are laid over the session's defaults.
 	Sandbox   *sandbox.Policy    `json:"sandbox,omitempty"`
 	Resources *sandbox.Resources `json:"resources,omitempty"`
+	// Follow: followed with output from the start, as by exec/follow
+	// with output before its first byte.
+	Follow bool `json:"follow,omitempty"`
 }
 
 type ExecObserveParams struct {
@@ -231,6 +235,16 @@ type ProgressParams struct {
 	ToolUseID   string          `json:"toolUseId"`
 	Facts       execution.Facts `json:"facts"`
 	Tail        string          `json:"tail"`
+}
+
+// OutputParams carries new output of an execution followed with output:
+// Length bytes of its log from Offset, as Text.
+type OutputParams struct {
+	SessionID   string `json:"sessionId"`
+	ExecutionID string `json:"executionId"`
+	Offset      int64  `json:"offset"`
+	Length      int    `json:"length"`
+	Text        string `json:"text"`
 }
 
 // ChangedParams carries the executions that changed since the last

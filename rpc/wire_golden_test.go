@@ -75,6 +75,7 @@ var notificationParams = map[string]any{
 	NotifyDeliver:   execution.Delivery{},
 	NotifyWake:      WakeParams{},
 	NotifyDelivered: DeliveredParams{},
+	NotifyOutput:    OutputParams{},
 }
 
 type wireShape struct {

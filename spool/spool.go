@@ -178,7 +178,7 @@ func (s *Spool) overflow(p []byte, room int64) (int, error) {
 	keep := p[:room]
 	t := s.tail
 	t.push(keep)
-	cut := partialLen(t.bytes())
+	cut := PartialLen(t.bytes())
 	if cut <= len(keep) {
 		w := keep[:len(keep)-cut]
 		if len(w) > 0 {
@@ -340,10 +340,10 @@ func ioErr(op, path string, err error) error {
 	return fault.New(fault.IO, "spool: %s %s: %w", op, path, err)
 }
 
-// partialLen returns the length of an incomplete UTF-8 sequence at the end
+// PartialLen returns the length of an incomplete UTF-8 sequence at the end
 // of b: a lead byte followed by too few continuation bytes, which more
 // bytes could still complete. Invalid bytes are complete characters.
-func partialLen(b []byte) int {
+func PartialLen(b []byte) int {
 	for i := 1; i <= utf8.UTFMax-1 && i <= len(b); i++ {
 		if utf8.RuneStart(b[len(b)-i]) {
 			if utf8.FullRune(b[len(b)-i:]) {
@@ -380,5 +380,5 @@ func (t *tailBuf) bytes() []byte { return t.b[:t.n] }
 // state derives the published end-of-file facts from the buffer.
 func (t *tailBuf) state() (endsNL bool, partial int) {
 	b := t.bytes()
-	return len(b) > 0 && b[len(b)-1] == '\n', partialLen(b)
+	return len(b) > 0 && b[len(b)-1] == '\n', PartialLen(b)
 }

@@ -24,6 +24,7 @@ import (
 type nopEvents struct{}
 
 func (nopEvents) Changed(*execution.Session)       {}
+func (nopEvents) Output(*execution.Execution)      {}
 func (nopEvents) Settled(execution.Facts)          {}
 func (nopEvents) Progress(execution.Facts, string) {}
 func (nopEvents) Deliver(execution.Delivery)       {}

@@ -1,0 +1,136 @@
+;;; mevedel-execution-stream.el --- A followed execution's output as it comes  -*- lexical-binding: t; -*-
+
+;; Copyright (C) 2026 The mevedel-exec developers
+
+;; This file is not part of GNU Emacs.
+
+;; This program is free software; you can redistribute it and/or modify
+;; it under the terms of the GNU General Public License as published by
+;; the Free Software Foundation, either version 3 of the License, or
+;; (at your option) any later version.
+
+;;; Commentary:
+
+;; An execution followed with output (`exec/follow' or `exec/start'
+;; with `:output' / `:follow') has its new output sent by the helper in
+;; `exec/output': LENGTH bytes of its log from OFFSET, as TEXT.  An
+;; output buffer appends it without a `spool/read' round trip.  The
+;; notification is handled inside the process filter, so the
+;; redisplay that follows the helper's output draws it.
+;;
+;; Chunks are an optimization, never the only way: each says where in
+;; the log it starts, so a view takes a chunk only where it goes on
+;; from its end, and reads the log (as the facts' output size says)
+;; when a chunk is missing, too large or came first to nobody.
+
+;;; Code:
+
+(require 'mevedel-execution-connection)
+
+(defvar mevedel-execution-stream--sinks (make-hash-table :test #'equal)
+  "Per (SESSION-ID . EXECUTION-ID), the functions given its output chunks.")
+
+(defvar mevedel-execution-stream--early (make-hash-table :test #'equal)
+  "Per (SESSION-ID . EXECUTION-ID), output that came before any sink.
+As (OFFSET LENGTH TEXT): the start of a command can be answered and
+print before its buffer exists.")
+
+(defconst mevedel-execution-stream--early-limit 16
+  "How many executions' early output is kept at most.")
+
+(defconst mevedel-execution-stream--early-bytes (* 256 1024)
+  "The most early output kept per execution.")
+
+(defun mevedel-execution-follow-output (session-id execution-id function &optional remove)
+  "Call FUNCTION with each output chunk of EXECUTION-ID in SESSION-ID.
+FUNCTION gets OFFSET, LENGTH and TEXT: LENGTH bytes of the log from
+byte OFFSET.  It runs inside the helper's process filter, so it may
+not wait for the helper.  With REMOVE, stop.  The execution must be
+followed with output (`exec/follow' with `:output') for chunks to
+come."
+  (let* ((key (cons session-id execution-id))
+         (fns (delq function (gethash key mevedel-execution-stream--sinks))))
+    (unless remove (push function fns))
+    (if fns
+        (puthash key fns mevedel-execution-stream--sinks)
+      (remhash key mevedel-execution-stream--sinks))))
+
+(defun mevedel-execution-follow-facts-and-output (follower &optional remove)
+  "Give FOLLOWER's functions an execution's facts and output; REMOVE: stop.
+FOLLOWER is (SESSION-ID EXECUTION-ID FACTS-FN OUTPUT-FN), for
+`mevedel-execution-follow-facts' and `mevedel-execution-follow-output'."
+  (pcase-let ((`(,sid ,id ,facts-fn ,output-fn) follower))
+    (mevedel-execution-follow-facts sid id facts-fn remove)
+    (mevedel-execution-follow-output sid id output-fn remove)))
+
+(defun mevedel-execution-take-early-output (session-id execution-id)
+  "Return and forget what EXECUTION-ID of SESSION-ID printed before any sink.
+As (OFFSET LENGTH TEXT), or nil."
+  (let* ((key (cons session-id execution-id))
+         (early (gethash key mevedel-execution-stream--early)))
+    (remhash key mevedel-execution-stream--early)
+    early))
+
+(defun mevedel-execution-stream--keep-early (key offset length text)
+  "Keep the chunk of KEY, LENGTH bytes from OFFSET as TEXT, for a later sink."
+  (pcase-let ((`(,o ,l ,tx) (gethash key mevedel-execution-stream--early)))
+    (when (and (null o) (>= (hash-table-count mevedel-execution-stream--early)
+                            mevedel-execution-stream--early-limit))
+      (clrhash mevedel-execution-stream--early))
+    (cond
+     ((and o (= (+ o l) offset)
+           (<= (+ l length) mevedel-execution-stream--early-bytes))
+      (puthash key (list o (+ l length) (concat tx text)) mevedel-execution-stream--early))
+     ((<= length mevedel-execution-stream--early-bytes)
+      (puthash key (list offset length text) mevedel-execution-stream--early)))))
+
+(defun mevedel-execution-stream--receive (_conn params)
+  "Hand the `exec/output' PARAMS (wire keys) to the sinks of its execution."
+  (let ((sid (plist-get params :sessionId))
+        (id (plist-get params :executionId))
+        (offset (plist-get params :offset))
+        (length (plist-get params :length))
+        (text (plist-get params :text)))
+    (when (and (stringp sid) (stringp id) (natnump offset) (natnump length) (stringp text))
+      (let* ((key (cons sid id))
+             (fns (gethash key mevedel-execution-stream--sinks)))
+        (if (null fns)
+            (mevedel-execution-stream--keep-early key offset length text)
+          (dolist (fn fns)
+            (condition-case-unless-debug err
+                (funcall fn offset length text)
+              (error (message "mevedel-exec: error in an output sink: %s"
+                              (error-message-string err))))))))))
+
+(setf (alist-get 'exec/output mevedel-execution-at-once-notifications)
+      #'mevedel-execution-stream--receive)
+
+(cl-defmethod mevedel-execution-handle-notification (conn (_method (eql 'exec/output)) params)
+  "Hand the output chunk PARAMS from CONN to its sinks.
+It is handled inside the process filter as it comes, not here."
+  (mevedel-execution-stream--receive conn params))
+
+(defun mevedel-execution-drop-bytes (text n)
+  "Return TEXT without its first N bytes of UTF-8, or nil.
+Nil when those bytes do not end at a character of TEXT, or when TEXT
+shows invalid bytes (U+FFFD), whose length in the log is unknown."
+  (cond
+   ((= (length text) (string-bytes text)) (substring text n))
+   ((string-search "\ufffd" text) nil)
+   (t (let ((bytes (encode-coding-string text 'utf-8 t)))
+        (when (or (= n (length bytes))
+                  (/= (logand (aref bytes n) #xC0) #x80))
+          (decode-coding-string (substring bytes n) 'utf-8 t))))))
+
+(defun mevedel-execution-whole-output-p (output facts)
+  "Return non-nil if OUTPUT is its execution's log from byte 0, byte for byte.
+OUTPUT is the first observation's, FACTS the facts it came with.
+Nothing may be omitted, and no U+FFFD may stand for an invalid byte:
+its length in the log would not be its length here."
+  (and (stringp output)
+       (eql (or (plist-get facts :omitted-bytes) 0) 0)
+       (not (string-search "\ufffd" output))
+       (<= (string-bytes output) (or (plist-get facts :output-bytes) 0))))
+
+(provide 'mevedel-execution-stream)
+;;; mevedel-execution-stream.el ends here

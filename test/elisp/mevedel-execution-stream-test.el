@@ -1,0 +1,161 @@
+;;; mevedel-execution-stream-test.el --- ERT tests of output that comes as it is printed  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; A followed execution's output comes in `exec/output' and goes into
+;; its output buffer inside the process filter: a person's command, its
+;; chunks taken only where they go on from the buffer's end, and a long
+;; line trimmed from the queue.  Against the real helper; commands wait
+;; at their gate (a fifo) and every wait is a bounded loop.
+
+;;; Code:
+
+(require 'ert)
+(require 'cl-lib)
+(require 'mevedel-execution-test-support
+         (expand-file-name "mevedel-execution-test-support.el"
+                           (file-name-directory (or load-file-name buffer-file-name))))
+(require 'mevedel-execution-person)
+
+(defvar mevedel-execution-stream-test--messages nil
+  "Messages shown during the running test, newest first.")
+
+(defmacro mevedel-execution-stream-test--with (var &rest body)
+  "Run BODY with VAR bound to a session on a fresh helper, as a person.
+The person's sessions live in a temporary directory; messages are
+recorded in `mevedel-execution-stream-test--messages'."
+  (declare (indent 1) (debug (symbolp body)))
+  `(let ((person-dir (make-temp-file "mevedel-ert-person-" t))
+         (mevedel-execution-stream-test--messages nil))
+     (unwind-protect
+         (mevedel-execution-test--with-helper ,var
+           (let ((mevedel-execution-person-directory person-dir))
+             (cl-letf* ((orig (symbol-function 'message))
+                        ((symbol-function 'message)
+                         (lambda (fmt &rest args)
+                           (when fmt
+                             (push (apply #'format fmt args)
+                                   mevedel-execution-stream-test--messages))
+                           (apply orig fmt args))))
+               ,@body)))
+       (dolist (b (buffer-list))
+         (when (string-match-p "\\`\\*mevedel" (buffer-name b)) (kill-buffer b)))
+       (delete-directory person-dir t))))
+
+(defun mevedel-execution-stream-test--project ()
+  "Return a fresh directory to run a person's commands in."
+  (file-name-as-directory (make-temp-file "mevedel-ert-project-" t)))
+
+(defun mevedel-execution-stream-test--text (buffer)
+  "Return BUFFER's text without properties."
+  (with-current-buffer buffer (buffer-substring-no-properties (point-min) (point-max))))
+
+(defun mevedel-execution-stream-test--settled-p (buffer)
+  "Return non-nil once the output BUFFER knows its command settled."
+  (with-current-buffer buffer
+    (equal (plist-get mevedel-execution-spool--facts :state) "settled")))
+
+(ert-deftest mevedel-execution-stream-test-output-comes-without-asking ()
+  "A person's command's output comes into its buffer without a request.
+Its start follows it with output, so what it prints comes in
+`exec/output': no follow request and no read; a character split
+across two writes shows whole.  The buffer made during a start that
+is refused does not stay."
+  (mevedel-execution-stream-test--with session
+    (ignore session)
+    (let* ((default-directory (mevedel-execution-stream-test--project))
+           (gates (list (mevedel-execution-mailbox-test--gate)
+                        (mevedel-execution-mailbox-test--gate)
+                        (mevedel-execution-mailbox-test--gate)))
+           (sent nil)
+           (note (lambda (_conn method &rest _) (push method sent)))
+           (buffer nil))
+      ;; The buffer made while a start is refused goes with it.
+      (should-error (mevedel-execution-shell-command "sleep 5 &") :type 'user-error)
+      (should-not (cl-find-if (lambda (b) (string-prefix-p "*mevedel-exec starting" (buffer-name b)))
+                              (buffer-list)))
+      (advice-add 'jsonrpc--async-request-1 :before note)
+      (unwind-protect
+          (progn
+            (setq buffer (mevedel-execution-shell-command
+                          (apply #'format "read -r _ < %s; printf ready; read -r _ < %s; printf ' set\\n'; read -r _ < %s; printf 'caf\\303'; sleep 0.2; printf '\\251!\\n'"
+                                 (mapcar #'shell-quote-argument gates))))
+            (mevedel-execution-mailbox-test--open (nth 0 gates))
+            (mevedel-execution-test--wait-until
+             (lambda () (equal (mevedel-execution-stream-test--text buffer) "ready"))
+             "the first output")
+            (mevedel-execution-mailbox-test--open (nth 1 gates))
+            (mevedel-execution-test--wait-until
+             (lambda () (equal (mevedel-execution-stream-test--text buffer) "ready set\n"))
+             "the next line")
+            (should-not (memq 'spool/read sent))
+            (should-not (memq 'exec/follow sent))
+            (mevedel-execution-mailbox-test--open (nth 2 gates))
+            (mevedel-execution-test--wait-until
+             (lambda () (and (mevedel-execution-stream-test--settled-p buffer)
+                             (equal (mevedel-execution-stream-test--text buffer)
+                                    "ready set\ncaf\u00e9!\n")))
+             "the split character, whole, and the end"))
+        (advice-remove 'jsonrpc--async-request-1 note)))))
+
+(ert-deftest mevedel-execution-stream-test-long-line-is-trimmed ()
+  "A line longer than two pages that comes in chunks still keeps one page.
+Cutting it needs a read, which waits for the helper: made from the
+queue, not inside the process filter where the chunks are taken."
+  (mevedel-execution-stream-test--with session
+    (ignore session)
+    (let* ((default-directory (mevedel-execution-stream-test--project))
+           (mevedel-execution-spool-page-bytes 4096)
+           (gate (mevedel-execution-mailbox-test--gate))
+           (end (mevedel-execution-mailbox-test--gate))
+           (buffer (mevedel-execution-shell-command
+                    (format "read -r _ < %s; head -c 20000 /dev/zero | tr '\\0' a; read -r _ < %s"
+                            (shell-quote-argument gate) (shell-quote-argument end)))))
+      (mevedel-execution-mailbox-test--open gate)
+      (mevedel-execution-test--wait-until
+       (lambda () (with-current-buffer buffer
+                    (and (= (+ (nth 2 mevedel-execution-spool--source)
+                               (nth 4 mevedel-execution-spool--source))
+                            20000)
+                         (<= (buffer-size) (* 2 mevedel-execution-spool-page-bytes)))))
+       "the long line, its last page kept")
+      (should-not (cl-find-if (lambda (m) (string-match-p "error in an output sink" m))
+                              mevedel-execution-stream-test--messages))
+      (mevedel-execution-mailbox-test--open end))))
+
+(ert-deftest mevedel-execution-stream-test-chunks-in-place ()
+  "An output chunk is taken only where it goes on from the buffer's end.
+One past the end or already shown changes nothing; one that overlaps
+the end adds only what is new; one whose invalid bytes hide where to
+cut it is left to reads.  Output of an execution no buffer shows yet
+is kept until one asks for it."
+  (mevedel-execution-stream-test--with session
+    (ignore session)
+    (let* ((default-directory (mevedel-execution-stream-test--project))
+           (gate (mevedel-execution-mailbox-test--gate))
+           (buffer (mevedel-execution-shell-command
+                    (format "printf ready; read -r _ < %s" (shell-quote-argument gate))))
+           (sid (mevedel-execution-session-id
+                 (buffer-local-value 'mevedel-execution-buffer-session buffer)))
+           (id (buffer-local-value 'mevedel-execution-spool--execution-id buffer))
+           (chunk (lambda (offset length text)
+                    (mevedel-execution-stream--receive
+                     nil (list :sessionId sid :executionId id
+                               :offset offset :length length :text text)))))
+      (mevedel-execution-test--wait-until
+       (lambda () (equal (mevedel-execution-stream-test--text buffer) "ready"))
+       "the first output")
+      (funcall chunk 7 2 "XY")
+      (funcall chunk 0 3 "rea")
+      (funcall chunk 3 3 "d\ufffdz")
+      (should (equal (mevedel-execution-stream-test--text buffer) "ready"))
+      (funcall chunk 3 4 "dy\u00e9")
+      (should (equal (mevedel-execution-stream-test--text buffer) "ready\u00e9"))
+      (mevedel-execution-stream--receive
+       nil (list :sessionId sid :executionId "exec-unseen" :offset 0 :length 2 :text "hi"))
+      (should (equal (mevedel-execution-take-early-output sid "exec-unseen") '(0 2 "hi")))
+      (should-not (mevedel-execution-take-early-output sid "exec-unseen"))
+      (mevedel-execution-mailbox-test--open gate))))
+
+(provide 'mevedel-execution-stream-test)
+;;; mevedel-execution-stream-test.el ends here
