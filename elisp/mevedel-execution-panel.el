@@ -258,7 +258,8 @@ with hundreds of live commands, that is one redraw a second, not
 one per event."
   (when (equal (plist-get plist :session-id) mevedel-execution-panel-session-id)
     (let ((live (mevedel-execution-panel--unfinished (plist-get plist :live))))
-      (if (mevedel-execution-panel--draw-now-p (plist-get plist :changed) live)
+      (if (mevedel-execution-panel--draw-now-p (plist-get plist :changed) live
+                                               (plist-get plist :grown))
           (mevedel-execution-panel-show live)
         (setq mevedel-execution-panel-live-rows live)
         (mevedel-execution-panel--draw-later)))))
@@ -268,14 +269,25 @@ one per event."
     :state :status :exit-code :signal :outcome :started-at)
   "The facts a row's cells show, but its runtime and output size.")
 
-(defun mevedel-execution-panel--draw-now-p (changed live)
+(defun mevedel-execution-panel--draw-now-p (changed live &optional grown)
   "Return non-nil if the CHANGED facts, with LIVE after them, are drawn now.
 That is unless each one is a live row that only grew (see
-`mevedel-execution-panel--grew-only-p'), with its inspector closed."
+`mevedel-execution-panel--grew-only-p'; GROWN, ids the helper said
+only grew, need no comparing), with its inspector closed."
   (or (/= (length live) (length mevedel-execution-panel-live-rows))
-      (let ((rows (make-hash-table :test #'equal :size (length live))))
-        (dolist (f mevedel-execution-panel-live-rows)
-          (puthash (mevedel-execution-panel-id f) f rows))
+      (let ((rows (make-hash-table :test #'equal :size (length live)))
+            (only-grew (make-hash-table :test #'equal :size (length grown))))
+        (dolist (id grown)
+          (puthash id t only-grew))
+        (setq changed (cl-remove-if
+                       (lambda (facts)
+                         (let ((id (mevedel-execution-panel-id facts)))
+                           (and (gethash id only-grew)
+                                (not (member id mevedel-execution-panel-expanded)))))
+                       changed))
+        (when changed
+          (dolist (f mevedel-execution-panel-live-rows)
+            (puthash (mevedel-execution-panel-id f) f rows)))
         (cl-some
          (lambda (facts)
            (let* ((id (mevedel-execution-panel-id facts))
@@ -315,7 +327,17 @@ Its runtime clock, when it runs, does it; else a timer."
     (with-current-buffer buffer
       (setq mevedel-execution-panel--later nil)
       (when (and mevedel-execution-panel--stale (not mevedel-execution-panel-closed))
-        (mevedel-execution-panel-redraw)))))
+        (mevedel-execution-panel--draw-growth)))))
+
+(defun mevedel-execution-panel--draw-growth (&optional clock)
+  "Show the growth and runtimes of the rows on screen, cell by cell.
+CLOCK non-nil says only time passed: the mode line keeps the time
+of the helper's last report."
+  (setq mevedel-execution-panel--stale nil)
+  (mevedel-execution-panel--cancel-later)
+  (mevedel-execution-panel-update-cells)
+  (unless clock
+    (mevedel-execution-panel--mode-line)))
 
 (defun mevedel-execution-panel--keep-p (facts)
   "Return non-nil if the finished execution of FACTS stays as a row.
@@ -442,14 +464,16 @@ the inspector (\\<mevedel-execution-panel-mode-map>\\[mevedel-execution-panel-in
           ;; Not while the person types in the minibuffer about a row,
           ;; or searches the panel.
           (unless (or (active-minibuffer-window) (bound-and-true-p isearch-mode))
-            (mevedel-execution-panel-redraw (not mevedel-execution-panel--stale)))
+            (mevedel-execution-panel--draw-growth (not mevedel-execution-panel--stale)))
         (mevedel-execution-panel--stop-timer)))))
 
 (defun mevedel-execution-panel--on-shown (&rest _)
-  "Size the columns and start the clock when the panel comes on screen."
+  "Size the columns and start the clock when the panel comes on screen.
+Its rows on screen show their growth since at once."
   (when (derived-mode-p 'mevedel-execution-panel-mode)
     (mevedel-execution-panel--update-timer)
-    (unless (eql mevedel-execution-panel--width (mevedel-execution-panel-window-width))
+    (if (eql mevedel-execution-panel--width (mevedel-execution-panel-window-width))
+        (mevedel-execution-panel-update-cells)
       (mevedel-execution-panel-redraw))))
 
 (defun mevedel-execution-panel--on-resize (&rest _)
@@ -566,20 +590,24 @@ of the helper's last report."
             (insert (propertize note 'face 'shadow)))
           (set-buffer-modified-p nil))))
     (unless clock
-      (setq mode-line-process
-            (format " %s: %d live%s, as of %s"
-                    (string-replace "%" "%%" mevedel-execution-panel-session-id)
-                    (length mevedel-execution-panel-live-rows)
-                    (if mevedel-execution-panel-finished-rows
-                        (format ", %d finished" (length mevedel-execution-panel-finished-rows))
-                      "")
-                    (format-time-string "%T"))))
+      (mevedel-execution-panel--mode-line))
     (goto-char (if here (mevedel-execution-panel--place here order) (point-min)))
     (dolist (w windows)
       (when (cdr w)
         (set-window-point (car w) (mevedel-execution-panel--place (cdr w) order))))
     (mevedel-execution-panel--update-timer)
     (mevedel-execution-panel-ensure-tails)))
+
+(defun mevedel-execution-panel--mode-line ()
+  "Say the session, its rows and the time of the helper's last report."
+  (setq mode-line-process
+        (format " %s: %d live%s, as of %s"
+                (string-replace "%" "%%" mevedel-execution-panel-session-id)
+                (length mevedel-execution-panel-live-rows)
+                (if mevedel-execution-panel-finished-rows
+                    (format ", %d finished" (length mevedel-execution-panel-finished-rows))
+                  "")
+                (format-time-string "%T"))))
 
 (defun mevedel-execution-panel-show (live &optional gone)
   "Show LIVE, the facts of the session's live executions.

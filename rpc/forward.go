@@ -152,11 +152,11 @@ func (f *forwarder) run() {
 			n.params = WakeParams{SessionID: n.session.ID(), Owner: n.owner, DeliveryIDs: ids}
 		case n.session != nil:
 			// Taken now, so every change made while this waited joins it.
-			changed, ok := n.session.TakeChanged()
+			changed, grown, ok := n.session.TakeChanged()
 			if !ok {
 				continue
 			}
-			n.params = ChangedParams{SessionID: n.session.ID(), Changed: changed}
+			n.params = ChangedParams{SessionID: n.session.ID(), Changed: changed, Grown: grown}
 		}
 		f.send(n.method, n.params)
 	}
