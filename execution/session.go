@@ -69,6 +69,10 @@ type Session struct {
 	// returned them: a change that is only growth against them goes
 	// out as a Growth.
 	sent map[*Execution]Facts // guarded by chMu
+	// grid holds, per window length, what announces growth at the end
+	// of the current window (see atWindowEnd).
+	gridMu sync.Mutex
+	grid   map[time.Duration][]func() bool // guarded by gridMu
 
 	remoteDir string // set once at open; see artifactDir
 	// target is the description of the session's target, set once at
@@ -346,13 +350,51 @@ func (s *Session) settled(e *Execution, f Facts) {
 // stopping, output grew, settled, ...) and tells the sink, which coalesces
 // the news per session and takes the changes when it writes them.
 func (s *Session) changed(e *Execution) {
+	s.mark(e)
+	s.m.events.Changed(s)
+}
+
+// mark records that e's facts changed without telling the sink.
+func (s *Session) mark(e *Execution) {
 	s.chMu.Lock()
 	if s.changes == nil {
 		s.changes = map[*Execution]struct{}{}
 	}
 	s.changes[e] = struct{}{}
 	s.chMu.Unlock()
-	s.m.events.Changed(s)
+}
+
+// atWindowEnd runs fn at the end of the current window of length every
+// of growthGrid, with every other fn due then; fn marks a change and
+// says so, and what they marked goes to the sink together: one
+// exec/changed for the growth of hundreds of executions.
+func (s *Session) atWindowEnd(every time.Duration, fn func() bool) {
+	s.gridMu.Lock()
+	defer s.gridMu.Unlock()
+	if s.grid == nil {
+		s.grid = map[time.Duration][]func() bool{}
+	}
+	if len(s.grid[every]) == 0 {
+		now := time.Since(growthGrid)
+		time.AfterFunc((now/every+1)*every-now, func() { s.windowEnd(every) })
+	}
+	s.grid[every] = append(s.grid[every], fn)
+}
+
+func (s *Session) windowEnd(every time.Duration) {
+	s.gridMu.Lock()
+	due := s.grid[every]
+	delete(s.grid, every)
+	s.gridMu.Unlock()
+	marked := false
+	for _, fn := range due {
+		if fn() {
+			marked = true
+		}
+	}
+	if marked {
+		s.m.events.Changed(s)
+	}
 }
 
 // removeScratch removes a scratch directory and everything in it, even

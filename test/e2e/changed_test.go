@@ -154,7 +154,7 @@ func (l liveTable) grow(gs []execution.Growth) bool {
 // 4 KiB labels whose output keeps growing cost bytes in proportion to
 // their changes (at most about one a second each), not to every live
 // execution at every change, and their growth a few numbers each, not
-// their facts again.
+// their facts again, announced together.
 func TestChangedCarriesOnlyWhatChanged(t *testing.T) {
 	t.Parallel()
 	c := startStream(t)
@@ -206,6 +206,8 @@ func TestChangedCarriesOnlyWhatChanged(t *testing.T) {
 	table.merge(first.Executions)
 	appearances := map[string]int{}
 	grown := map[string]int{} // growth entries of each
+	growthNotes := 0          // exec/changed that carried growth
+	widest := 0               // the most executions one said grew
 	over := map[string]bool{} // came settled
 	var bytes, notes int
 	for _, m := range c.log[:finalAt] {
@@ -243,6 +245,10 @@ func TestChangedCarriesOnlyWhatChanged(t *testing.T) {
 			appearances[g.ExecutionID]++
 			grown[g.ExecutionID]++
 		}
+		if len(p.Grown) > 0 {
+			growthNotes++
+		}
+		widest = max(widest, len(p.Grown))
 		table.merge(p.Changed)
 		if !table.grow(p.Grown) {
 			t.Fatalf("exec/changed says an execution grew before it named it: %s", m.Params)
@@ -274,6 +280,11 @@ func TestChangedCarriesOnlyWhatChanged(t *testing.T) {
 			t.Errorf("%s appeared in %d exec/changed over %v, want at most %d", id, appearances[id], wall, limit)
 		}
 	}
+	// Their growth is announced together, at the end of windows every
+	// execution shares, not each at its own time.
+	if widest < n/2 {
+		t.Errorf("at most %d of %d printing executions grew in one exec/changed", widest, n)
+	}
 	// Its growth comes as such, not as its facts again.
 	for id := range flooding {
 		if grown[id] < 2 {
@@ -283,7 +294,7 @@ func TestChangedCarriesOnlyWhatChanged(t *testing.T) {
 	// Facts of a 4 KiB label take under 6 KiB, and come when it is
 	// registered, starts, yields and settles; growth takes under 256 bytes.
 	bound := n * (6*6<<10 + limit*256)
-	t.Logf("%d exec/changed, %d KiB in %v (bound %d KiB)", notes, bytes>>10, wall.Round(time.Millisecond), bound>>10)
+	t.Logf("%d exec/changed, %d KiB in %v (bound %d KiB); %d carried growth, of at most %d executions", notes, bytes>>10, wall.Round(time.Millisecond), bound>>10, growthNotes, widest)
 	if bytes > bound {
 		t.Fatalf("exec/changed took %d KiB, bound %d KiB", bytes>>10, bound>>10)
 	}
