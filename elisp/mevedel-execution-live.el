@@ -151,10 +151,17 @@ Key: a session id; value: a hash table from execution id to facts.")
   (or (gethash session-id mevedel-execution--live)
       (puthash session-id (make-hash-table :test #'equal) mevedel-execution--live)))
 
+(defvar mevedel-execution--live-order (make-hash-table :test #'eq :weakness 'key)
+  "Per live table, its facts in `exec/list' order, until a merge changes it.
+Growth, merged in place, changes neither the facts nor their order:
+hundreds of live commands are not sorted again for each event.")
+
 (defun mevedel-execution--live-merge (session-id facts-list)
   "Merge FACTS-LIST into the live table of SESSION-ID.
 A settled execution leaves it; any other is added or replaced."
   (let ((table (mevedel-execution--live-table session-id)))
+    (when facts-list
+      (remhash table mevedel-execution--live-order))
     (dolist (facts facts-list)
       (let ((id (plist-get facts :execution-id)))
         (if (equal (plist-get facts :state) "settled")
@@ -189,6 +196,7 @@ entry of an execution the table lacks is ignored."
 (defun mevedel-execution--live-seed (session-id executions)
   "Make EXECUTIONS, an `exec/list' answer, the live table of SESSION-ID."
   (clrhash (mevedel-execution--live-table session-id))
+  (remhash (mevedel-execution--live-table session-id) mevedel-execution--live-order)
   (mevedel-execution--live-merge session-id executions))
 
 (defun mevedel-execution--live-before-p (a b)
@@ -204,11 +212,14 @@ Started ones by start, then the others; ties by id (arrival)."
 (defun mevedel-execution--live-list (session-id &optional shared)
   "Return fresh facts of the live executions of SESSION-ID, in list order.
 SHARED: the table's own facts, not copies; a fresh list still."
-  (let ((table (gethash session-id mevedel-execution--live))
-        (out nil))
-    (when table
-      (maphash (lambda (_id facts) (push (if shared facts (copy-tree facts)) out)) table))
-    (sort out #'mevedel-execution--live-before-p)))
+  (let* ((table (gethash session-id mevedel-execution--live))
+         (order (and table (gethash table mevedel-execution--live-order))))
+    (when (and table (not order) (> (hash-table-count table) 0))
+      (maphash (lambda (_id facts) (push facts order)) table)
+      (puthash table (sort order #'mevedel-execution--live-before-p)
+               mevedel-execution--live-order))
+    (setq order (gethash table mevedel-execution--live-order))
+    (if shared (copy-sequence order) (mapcar #'copy-tree order))))
 
 (defun mevedel-execution-live-facts (session-id execution-id)
   "Return a copy of the live table's facts of EXECUTION-ID in SESSION-ID, or nil.
@@ -232,7 +243,7 @@ Its helper exited, or the session closed."
 PARAMS are its parameters.  Its answer is handled in the order the
 helper sent it among the `exec/changed' events, which then merge
 into what it listed."
-  (clrhash (mevedel-execution--live-table session-id))
+  (mevedel-execution--live-seed session-id nil)
   (mevedel-execution-call-async
    conn 'exec/list params
    :on-result (lambda (result)
