@@ -159,6 +159,8 @@
         (insert (format "  make-process  CPU %7.0f ms  largest heartbeat gap %6.1f ms  (a buffer each, one shown)\n" mcpu mgap))
         (insert (format "  garbage collections: idle %d in %.0f ms, facade %d in %.0f ms, make-process %d in %.0f ms\n"
                         (nth 0 igc) (nth 1 igc) (nth 0 fgc) (nth 1 fgc) (nth 0 mgc) (nth 1 mgc)))
+        (insert (format "  CPU over idle (the heartbeat's own): facade %+.0f ms, make-process %+.0f ms\n"
+                        (- fcpu icpu) (- mcpu icpu)))
         (insert (format "  CPU facade/make-process %.2fx (goal <= 0.5x: %s); gap facade - idle %+.1f ms (goal <= +5 ms: %s)\n"
                         (/ fcpu (max mcpu 1.0)) (if (<= fcpu (* 0.5 mcpu)) "PASS" "MISS")
                         (- fgap igap) (if (<= fgap (+ igap 5)) "PASS" "MISS"))))))
