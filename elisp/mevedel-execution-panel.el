@@ -258,8 +258,7 @@ with hundreds of live commands, that is one redraw a second, not
 one per event."
   (when (equal (plist-get plist :session-id) mevedel-execution-panel-session-id)
     (let ((live (mevedel-execution-panel--unfinished (plist-get plist :live))))
-      (if (mevedel-execution-panel--draw-now-p (plist-get plist :changed) live
-                                               (plist-get plist :grown))
+      (if (mevedel-execution-panel--draw-now-p (plist-get plist :changed) live)
           (mevedel-execution-panel-show live)
         (setq mevedel-execution-panel-live-rows live)
         (mevedel-execution-panel--draw-later)))))
@@ -269,32 +268,25 @@ one per event."
     :state :status :exit-code :signal :outcome :started-at)
   "The facts a row's cells show, but its runtime and output size.")
 
-(defun mevedel-execution-panel--draw-now-p (changed live &optional grown)
+(defun mevedel-execution-panel--draw-now-p (changed live)
   "Return non-nil if the CHANGED facts, with LIVE after them, are drawn now.
 That is unless each one is a live row that only grew (see
-`mevedel-execution-panel--grew-only-p'; GROWN, ids the helper said
-only grew, need no comparing), with its inspector closed."
+`mevedel-execution-panel--grew-only-p'), with its inspector closed.
+A row that holds the very facts of the table, which growth changes
+in place, needs no comparing; one that holds other facts (from a
+listing) is compared."
   (or (/= (length live) (length mevedel-execution-panel-live-rows))
-      (let ((rows (make-hash-table :test #'equal :size (length live)))
-            (only-grew (make-hash-table :test #'equal :size (length grown))))
-        (dolist (id grown)
-          (puthash id t only-grew))
-        (setq changed (cl-remove-if
-                       (lambda (facts)
-                         (let ((id (mevedel-execution-panel-id facts)))
-                           (and (gethash id only-grew)
-                                (not (member id mevedel-execution-panel-expanded)))))
-                       changed))
-        (when changed
-          (dolist (f mevedel-execution-panel-live-rows)
-            (puthash (mevedel-execution-panel-id f) f rows)))
+      (let ((rows (make-hash-table :test #'equal :size (length live))))
+        (dolist (f mevedel-execution-panel-live-rows)
+          (puthash (mevedel-execution-panel-id f) f rows))
         (cl-some
          (lambda (facts)
            (let* ((id (mevedel-execution-panel-id facts))
                   (old (gethash id rows)))
              (or (null old)
                  (member id mevedel-execution-panel-expanded)
-                 (not (mevedel-execution-panel--grew-only-p facts old)))))
+                 (and (not (eq old facts))
+                      (not (mevedel-execution-panel--grew-only-p facts old))))))
          changed))))
 
 (defun mevedel-execution-panel--grew-only-p (new old)
@@ -742,7 +734,16 @@ before too.  After the helper died this starts a new one and
 reopens the session; the reopen reports what it marked lost."
   (interactive)
   (let* ((session (mevedel-execution-panel-live-session))
-         (live (mevedel-execution-list-user session)))
+         (sid (mevedel-execution-session-id session))
+         ;; Events that came while it was answered may be newer.
+         (live (mapcar (lambda (facts)
+                         (let ((held (mevedel-execution-live-facts
+                                      sid (mevedel-execution-panel-id facts))))
+                           (if (and held (>= (or (plist-get held :version) 0)
+                                             (or (plist-get facts :version) 0)))
+                               held
+                             facts)))
+                       (mevedel-execution-list-user session))))
     (mevedel-execution-panel--adopt-finished (mevedel-execution-panel--history session))
     (mevedel-execution-panel-show live)))
 
