@@ -257,6 +257,9 @@ runtime is drawn within `mevedel-execution-panel-stale-seconds':
 with hundreds of live commands, that is one redraw a second, not
 one per event."
   (when (equal (plist-get plist :session-id) mevedel-execution-panel-session-id)
+    ;; Seen, though it ran and ended within one coalesced event.
+    (dolist (facts (plist-get plist :changed))
+      (puthash (mevedel-execution-panel-id facts) t mevedel-execution-panel--seen))
     (let ((live (mevedel-execution-panel--unfinished (plist-get plist :live))))
       (if (mevedel-execution-panel--draw-now-p (plist-get plist :changed) live)
           (mevedel-execution-panel-show live)
