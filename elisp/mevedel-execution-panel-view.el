@@ -38,6 +38,7 @@
 (defvar mevedel-execution-panel-tails)
 (defvar mevedel-execution-panel-expanded)
 (defvar mevedel-execution-panel-marked)
+(defvar mevedel-execution-panel-live-rows)
 (declare-function mevedel-execution-panel-facts "mevedel-execution-panel" (id))
 (declare-function mevedel-execution-panel-id "mevedel-execution-panel" (facts))
 (declare-function mevedel-execution-panel-short-id "mevedel-execution-panel" (facts))
@@ -415,6 +416,37 @@ fast the log grows, there is no third."
             (if (string-match-p ":" address) (format "[%s]" address) address)
             (plist-get listening :port)
             (if pid (format " (pid %s)" pid) ""))))
+
+;;;; Growth, cell by cell
+
+(defun mevedel-execution-panel-update-cells ()
+  "Rewrite the Runtime and Output cells that changed, of live rows on screen.
+With hundreds of rows, a second's growth and time cost the rows a
+person sees, each cell rewritten in place, not a new listing; a
+row scrolled into view is brought up to date by the next tick."
+  (let ((facts (make-hash-table :test #'equal :size (length mevedel-execution-panel-live-rows))))
+    (dolist (f mevedel-execution-panel-live-rows)
+      (puthash (mevedel-execution-panel-id f) f facts))
+    (with-silent-modifications
+      (save-excursion
+        (dolist (w (get-buffer-window-list (current-buffer) nil t))
+          (goto-char (window-start w))
+          (dotimes (_ (window-body-height w))
+            (let* ((f (and (not (get-text-property (point) 'mevedel-execution-panel-inspector))
+                           (gethash (get-text-property (point) 'tabulated-list-id) facts)))
+                   (entry (and f (get-text-property (point) 'tabulated-list-entry))))
+              (when entry
+                (mevedel-execution-panel--set-cell
+                 entry 5 (mevedel-execution-panel--duration
+                          (mevedel-execution-panel--runtime-seconds f)))
+                (mevedel-execution-panel--set-cell
+                 entry 6 (mevedel-execution-panel--size (plist-get f :output-bytes)))))
+            (forward-line 1)))))))
+
+(defun mevedel-execution-panel--set-cell (entry column text)
+  "Show TEXT in COLUMN of the row at point, whose cells are ENTRY, if it differs."
+  (unless (equal (aref entry column) text)
+    (tabulated-list-set-col column text t)))
 
 (defun mevedel-execution-panel-print-entry (id cols)
   "Insert the row ID with COLS, and its inspector when it is open.

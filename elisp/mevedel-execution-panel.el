@@ -257,6 +257,9 @@ runtime is drawn within `mevedel-execution-panel-stale-seconds':
 with hundreds of live commands, that is one redraw a second, not
 one per event."
   (when (equal (plist-get plist :session-id) mevedel-execution-panel-session-id)
+    ;; Seen, though it ran and ended within one coalesced event.
+    (dolist (facts (plist-get plist :changed))
+      (puthash (mevedel-execution-panel-id facts) t mevedel-execution-panel--seen))
     (let ((live (mevedel-execution-panel--unfinished (plist-get plist :live))))
       (if (mevedel-execution-panel--draw-now-p (plist-get plist :changed) live)
           (mevedel-execution-panel-show live)
@@ -271,7 +274,10 @@ one per event."
 (defun mevedel-execution-panel--draw-now-p (changed live)
   "Return non-nil if the CHANGED facts, with LIVE after them, are drawn now.
 That is unless each one is a live row that only grew (see
-`mevedel-execution-panel--grew-only-p'), with its inspector closed."
+`mevedel-execution-panel--grew-only-p'), with its inspector closed.
+A row that holds the very facts of the table, which growth changes
+in place, needs no comparing; one that holds other facts (from a
+listing) is compared."
   (or (/= (length live) (length mevedel-execution-panel-live-rows))
       (let ((rows (make-hash-table :test #'equal :size (length live))))
         (dolist (f mevedel-execution-panel-live-rows)
@@ -282,7 +288,8 @@ That is unless each one is a live row that only grew (see
                   (old (gethash id rows)))
              (or (null old)
                  (member id mevedel-execution-panel-expanded)
-                 (not (mevedel-execution-panel--grew-only-p facts old)))))
+                 (and (not (eq old facts))
+                      (not (mevedel-execution-panel--grew-only-p facts old))))))
          changed))))
 
 (defun mevedel-execution-panel--grew-only-p (new old)
@@ -315,7 +322,17 @@ Its runtime clock, when it runs, does it; else a timer."
     (with-current-buffer buffer
       (setq mevedel-execution-panel--later nil)
       (when (and mevedel-execution-panel--stale (not mevedel-execution-panel-closed))
-        (mevedel-execution-panel-redraw)))))
+        (mevedel-execution-panel--draw-growth)))))
+
+(defun mevedel-execution-panel--draw-growth (&optional clock)
+  "Show the growth and runtimes of the rows on screen, cell by cell.
+CLOCK non-nil says only time passed: the mode line keeps the time
+of the helper's last report."
+  (setq mevedel-execution-panel--stale nil)
+  (mevedel-execution-panel--cancel-later)
+  (mevedel-execution-panel-update-cells)
+  (unless clock
+    (mevedel-execution-panel--mode-line)))
 
 (defun mevedel-execution-panel--keep-p (facts)
   "Return non-nil if the finished execution of FACTS stays as a row.
@@ -442,14 +459,16 @@ the inspector (\\<mevedel-execution-panel-mode-map>\\[mevedel-execution-panel-in
           ;; Not while the person types in the minibuffer about a row,
           ;; or searches the panel.
           (unless (or (active-minibuffer-window) (bound-and-true-p isearch-mode))
-            (mevedel-execution-panel-redraw (not mevedel-execution-panel--stale)))
+            (mevedel-execution-panel--draw-growth (not mevedel-execution-panel--stale)))
         (mevedel-execution-panel--stop-timer)))))
 
 (defun mevedel-execution-panel--on-shown (&rest _)
-  "Size the columns and start the clock when the panel comes on screen."
+  "Size the columns and start the clock when the panel comes on screen.
+Its rows on screen show their growth since at once."
   (when (derived-mode-p 'mevedel-execution-panel-mode)
     (mevedel-execution-panel--update-timer)
-    (unless (eql mevedel-execution-panel--width (mevedel-execution-panel-window-width))
+    (if (eql mevedel-execution-panel--width (mevedel-execution-panel-window-width))
+        (mevedel-execution-panel-update-cells)
       (mevedel-execution-panel-redraw))))
 
 (defun mevedel-execution-panel--on-resize (&rest _)
@@ -566,20 +585,24 @@ of the helper's last report."
             (insert (propertize note 'face 'shadow)))
           (set-buffer-modified-p nil))))
     (unless clock
-      (setq mode-line-process
-            (format " %s: %d live%s, as of %s"
-                    (string-replace "%" "%%" mevedel-execution-panel-session-id)
-                    (length mevedel-execution-panel-live-rows)
-                    (if mevedel-execution-panel-finished-rows
-                        (format ", %d finished" (length mevedel-execution-panel-finished-rows))
-                      "")
-                    (format-time-string "%T"))))
+      (mevedel-execution-panel--mode-line))
     (goto-char (if here (mevedel-execution-panel--place here order) (point-min)))
     (dolist (w windows)
       (when (cdr w)
         (set-window-point (car w) (mevedel-execution-panel--place (cdr w) order))))
     (mevedel-execution-panel--update-timer)
     (mevedel-execution-panel-ensure-tails)))
+
+(defun mevedel-execution-panel--mode-line ()
+  "Say the session, its rows and the time of the helper's last report."
+  (setq mode-line-process
+        (format " %s: %d live%s, as of %s"
+                (string-replace "%" "%%" mevedel-execution-panel-session-id)
+                (length mevedel-execution-panel-live-rows)
+                (if mevedel-execution-panel-finished-rows
+                    (format ", %d finished" (length mevedel-execution-panel-finished-rows))
+                  "")
+                (format-time-string "%T"))))
 
 (defun mevedel-execution-panel-show (live &optional gone)
   "Show LIVE, the facts of the session's live executions.
@@ -714,7 +737,16 @@ before too.  After the helper died this starts a new one and
 reopens the session; the reopen reports what it marked lost."
   (interactive)
   (let* ((session (mevedel-execution-panel-live-session))
-         (live (mevedel-execution-list-user session)))
+         (sid (mevedel-execution-session-id session))
+         ;; Events that came while it was answered may be newer.
+         (live (mapcar (lambda (facts)
+                         (let ((held (mevedel-execution-live-facts
+                                      sid (mevedel-execution-panel-id facts))))
+                           (if (and held (>= (or (plist-get held :version) 0)
+                                             (or (plist-get facts :version) 0)))
+                               held
+                             facts)))
+                       (mevedel-execution-list-user session))))
     (mevedel-execution-panel--adopt-finished (mevedel-execution-panel--history session))
     (mevedel-execution-panel-show live)))
 

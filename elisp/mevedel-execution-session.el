@@ -26,6 +26,7 @@
 (require 'jsonrpc)
 (require 'subr-x)
 (require 'mevedel-execution-connection)
+(require 'mevedel-execution-live)
 
 (declare-function jsonrpc--process "jsonrpc" (conn) t)
 (declare-function project-root "project")
@@ -86,174 +87,18 @@ what the helper sent before the answer.  The handle is for
                               :on-result on-result :on-error on-error
                               :on-lost on-lost :timeout timeout)))
 
-(cl-defmethod mevedel-execution-handle-notification (_conn (_method (eql 'exec/changed)) params)
-  "Merge the executions that changed, PARAMS, into their session's live table.
-The output buffers following one of them learn it at once; the
-listeners get the `changed' event, coalesced (see
-`mevedel-execution--hold-changed')."
-  (let* ((plist (mevedel-execution-normalize params))
-         (session-id (plist-get plist :session-id))
-         (changed (plist-get plist :changed)))
-    (mevedel-execution--live-merge session-id changed)
-    (dolist (facts changed)
-      (mevedel-execution-tell-followers session-id facts))
-    (when (default-value 'mevedel-execution-event-functions)
-      (mevedel-execution--hold-changed session-id changed))))
-
-;;;;; Coalesced `changed' events
-
-;; Hundreds of live commands make the helper send `exec/changed' many
-;; times a second, and each `changed' event hands every listener the
-;; whole live set: a panel redraws it.  So the first change after a
-;; quiet spell goes out at once, and the ones that follow within
-;; `mevedel-execution-changed-spacing' go out together at its end,
-;; their `:changed' merged (the latest facts of each execution) and
-;; `:live' as it is then.  Every other event, and the end of every
-;; synchronous call, first sends what is held: the order the helper
-;; sent things in is kept.
-
-(defconst mevedel-execution-changed-spacing 0.25
-  "Seconds between two `changed' events of one session, at least.")
-
-(defvar mevedel-execution--held-changed nil
-  "Alist of (SESSION-ID . CHANGED-FACTS) waiting for their `changed' event.
-CHANGED-FACTS is newest first, maybe several of one execution; an
-entry is an event owed, even with none.")
-
-(defvar mevedel-execution--changed-sent (make-hash-table :test #'equal)
-  "Per session id, the `float-time' its last `changed' event went out.")
-
-(defvar mevedel-execution--changed-timer nil
-  "The timer that sends the held `changed' events, or nil.")
-
-(defun mevedel-execution--hold-changed (session-id changed)
-  "Send the `changed' event of SESSION-ID with CHANGED now, or hold it.
-Held when one went out less than `mevedel-execution-changed-spacing'
-ago: it then goes out with what follows, at that spacing."
-  (let* ((cell (or (assoc session-id mevedel-execution--held-changed)
-                   (car (push (list session-id) mevedel-execution--held-changed))))
-         (last (gethash session-id mevedel-execution--changed-sent))
-         (wait (and last (- (+ last mevedel-execution-changed-spacing) (float-time)))))
-    (setcdr cell (append (reverse changed) (cdr cell)))
-    (if (and wait (> wait 0))
-        (unless mevedel-execution--changed-timer
-          (setq mevedel-execution--changed-timer
-                (run-at-time wait nil #'mevedel-execution--changed-due)))
-      (mevedel-execution--send-changed session-id))))
-
-(defun mevedel-execution--changed-due ()
-  "Send the held `changed' events, from the queue (where events run)."
-  (setq mevedel-execution--changed-timer nil)
-  (mevedel-execution-defer #'mevedel-execution-flush-changed))
-
-(defun mevedel-execution--send-changed (session-id)
-  "Send the held `changed' event of SESSION-ID, if one is held."
-  (let ((cell (assoc session-id mevedel-execution--held-changed)))
-    (when cell
-      (setq mevedel-execution--held-changed (delq cell mevedel-execution--held-changed))
-      (puthash session-id (float-time) mevedel-execution--changed-sent)
-      (with-temp-buffer
-        ;; Shared with the live table: only listeners that are not
-        ;; readers pay for a copy.
-        (mevedel-execution-emit
-         'changed (list :session-id session-id
-                        :changed (mevedel-execution--latest (cdr cell))
-                        :live (mevedel-execution--live-list session-id t))
-         t)))))
-
-(defun mevedel-execution--latest (facts-list)
-  "Return the latest facts of each execution in FACTS-LIST.
-FACTS-LIST is newest first; what is returned, oldest first."
-  (let ((seen (make-hash-table :test #'equal))
-        (out nil))
-    (dolist (facts facts-list)
-      (let ((id (plist-get facts :execution-id)))
-        (unless (gethash id seen)
-          (puthash id t seen)
-          (push facts out))))
-    out))
-
-(defun mevedel-execution-flush-changed ()
-  "Send every held `changed' event now."
-  (when mevedel-execution--changed-timer
-    (cancel-timer mevedel-execution--changed-timer)
-    (setq mevedel-execution--changed-timer nil))
-  (while mevedel-execution--held-changed
-    (mevedel-execution--send-changed (caar mevedel-execution--held-changed))))
-
-(setq mevedel-execution-flush-held-function #'mevedel-execution-flush-changed)
-
-;;;;; The live table
-
-;; `exec/changed' carries only the executions that changed, a settled
-;; one once with its final facts.  The table of each session is seeded
-;; by an `exec/list' sent when it opens (whose answer the helper places
-;; in the stream of notifications, so merging from there on stays true)
-;; and then merged from every `exec/changed'.
-
-(defvar mevedel-execution--live (make-hash-table :test #'equal)
-  "The live executions of each session, as its helper last said.
-Key: a session id; value: a hash table from execution id to facts.")
-
-(defun mevedel-execution--live-table (session-id)
-  "Return the live table of SESSION-ID, made empty if it has none."
-  (or (gethash session-id mevedel-execution--live)
-      (puthash session-id (make-hash-table :test #'equal) mevedel-execution--live)))
-
-(defun mevedel-execution--live-merge (session-id facts-list)
-  "Merge FACTS-LIST into the live table of SESSION-ID.
-A settled execution leaves it; any other is added or replaced."
-  (let ((table (mevedel-execution--live-table session-id)))
-    (dolist (facts facts-list)
-      (let ((id (plist-get facts :execution-id)))
-        (if (equal (plist-get facts :state) "settled")
-            (remhash id table)
-          ;; Fresh from the wire: listeners that may change what they
-          ;; are handed get copies (`mevedel-execution-emit').
-          (puthash id facts table))))))
-
-(defun mevedel-execution--live-seed (session-id executions)
-  "Make EXECUTIONS, an `exec/list' answer, the live table of SESSION-ID."
-  (clrhash (mevedel-execution--live-table session-id))
-  (mevedel-execution--live-merge session-id executions))
-
-(defun mevedel-execution--live-before-p (a b)
-  "Return non-nil if facts A come before B in `exec/list' order.
-Started ones by start, then the others; ties by id (arrival)."
-  (let ((sa (plist-get a :started-at))
-        (sb (plist-get b :started-at)))
-    (cond ((and sa (not sb)) t)
-          ((and sb (not sa)) nil)
-          ((and sa (not (equal sa sb))) (string< sa sb))
-          (t (string< (plist-get a :execution-id) (plist-get b :execution-id))))))
-
-(defun mevedel-execution--live-list (session-id &optional shared)
-  "Return fresh facts of the live executions of SESSION-ID, in list order.
-SHARED: the table's own facts, not copies; a fresh list still."
-  (let ((table (gethash session-id mevedel-execution--live))
-        (out nil))
-    (when table
-      (maphash (lambda (_id facts) (push (if shared facts (copy-tree facts)) out)) table))
-    (sort out #'mevedel-execution--live-before-p)))
-
-(defun mevedel-execution-live-facts (session-id execution-id)
-  "Return a copy of the live table's facts of EXECUTION-ID in SESSION-ID, or nil.
-Nil too once it settled: it left the table."
-  (let ((table (gethash session-id mevedel-execution--live)))
-    (and table (copy-tree (gethash execution-id table)))))
-
 (defun mevedel-execution-forget-live (generation)
   "Empty the live tables of the sessions open on helper GENERATION.
 That helper exited: nothing it ran is live any more."
   (dolist (session mevedel-execution--sessions)
     (when (eql (mevedel-execution-session-generation session) generation)
-      (remhash (mevedel-execution-session-id session) mevedel-execution--live))))
+      (mevedel-execution-live-forget (mevedel-execution-session-id session)))))
 
 (defun mevedel-execution-live (session)
   "Return the facts of every live execution of SESSION, every owner's.
 This asks the helper nothing: it is the table that `exec/changed'
 keeps, as of the last event handled, in `exec/list' order."
-  (mevedel-execution--live-list (mevedel-execution-session-id session)))
+  (mevedel-execution-live-list (mevedel-execution-session-id session)))
 
 (defun mevedel-execution-session-on (conn session-id)
   "Return the open session SESSION-ID on CONN's helper, or nil."
@@ -334,7 +179,9 @@ a plist of :name, :target-method, :support-tier, :remote-mode,
        (signal (car err) (cdr err))))
     (setf (mevedel-execution-session-id-prefix session)
           (plist-get info :id-prefix))
-    (mevedel-execution--seed-live conn session)
+    (mevedel-execution-seed-live
+     conn (mevedel-execution-session-id session)
+     (mevedel-execution-session-params session 'exec/list (list :as "user")))
     (setf (mevedel-execution-session-recovered session)
           (plist-get info :recovered))
     (setf (mevedel-execution-session-target-info session)
@@ -348,20 +195,6 @@ a plist of :name, :target-method, :support-tier, :remote-mode,
        (mevedel-execution-session-params session 'owner/state
                                           (list :owner owner :state "busy"))))
     info))
-
-(defun mevedel-execution--seed-live (conn session)
-  "Seed SESSION's live table on CONN's helper from an `exec/list'.
-Its answer is handled in the order the helper sent it among the
-`exec/changed' events, which then merge into what it listed."
-  (let ((session-id (mevedel-execution-session-id session)))
-    (clrhash (mevedel-execution--live-table session-id))
-    (mevedel-execution-call-async
-     conn 'exec/list
-     (mevedel-execution-session-params session 'exec/list (list :as "user"))
-     :on-result (lambda (result)
-                  (mevedel-execution--live-seed session-id (plist-get result :executions)))
-     :on-error (lambda (err)
-                 (message "mevedel-exec: listing %s: %s" session-id (plist-get err :message))))))
 
 (defun mevedel-execution-ensure-session (session)
   "Return a connection on which SESSION is open, reopening it if needed.
@@ -511,7 +344,7 @@ a `user-error' when there is none of these."
     (setq mevedel-execution--sessions (delq session mevedel-execution--sessions))
     ;; The helper drops the session's deliveries: none comes again.
     (mevedel-execution-forget-deliveries (mevedel-execution-session-id session))
-    (remhash (mevedel-execution-session-id session) mevedel-execution--live)
+    (mevedel-execution-live-forget (mevedel-execution-session-id session))
     (let ((conn (mevedel-execution-current-connection)))
       (when (and conn (jsonrpc-running-p conn)
                  (eql (mevedel-execution-session-generation session)
@@ -554,7 +387,7 @@ execution."
   (let ((conn (mevedel-execution-current-connection)))
     (run-hook-with-args 'mevedel-execution-teardown-functions nil nil)
     (setq mevedel-execution--sessions nil)
-    (clrhash mevedel-execution--live)
+    (mevedel-execution-live-forget)
     (when conn (mevedel-execution-kill-connection conn))
     (mevedel-execution-drain)))
 
@@ -580,7 +413,7 @@ EXITING says Emacs itself exits (see `mevedel-execution-shutdown')."
   (run-hook-with-args 'mevedel-execution-teardown-functions nil nil)
   (setq mevedel-execution--sessions nil)
   (mevedel-execution-forget-deliveries)
-  (clrhash mevedel-execution--live)
+  (mevedel-execution-live-forget)
   (let ((conn (mevedel-execution-current-connection)))
     (when conn (mevedel-execution-shutdown conn exiting)))
   ;; The lost answers and the exit event the kill queued, in the

@@ -162,13 +162,19 @@ that first message counts as the first step."
 
 ;;;;; Facts in words
 
+(defvar mevedel-execution-spool--start-memo nil
+  "The last start parsed, (STRING . TIME): a header line asks at each redisplay.")
+
 (defun mevedel-execution-spool--seconds (facts)
   "Return how long the execution of FACTS ran or has run, in seconds, or nil."
   (let ((start (plist-get facts :started-at))
         (end (plist-get facts :ended-at)))
     (cond
      ((and (stringp start) (not end))
-      (let ((t0 (ignore-errors (parse-iso8601-time-string start))))
+      (let ((t0 (if (equal start (car mevedel-execution-spool--start-memo))
+                    (cdr mevedel-execution-spool--start-memo)
+                  (cdr (setq mevedel-execution-spool--start-memo
+                             (cons start (ignore-errors (parse-iso8601-time-string start))))))))
         (and t0 (max 0 (floor (float-time (time-subtract nil t0)))))))
      ((plist-get facts :wall-ms) (/ (plist-get facts :wall-ms) 1000)))))
 

@@ -1,6 +1,7 @@
 package execution
 
 import (
+	"reflect"
 	"time"
 
 	"github.com/mevedel/mevedel-exec/internal/fault"
@@ -220,6 +221,40 @@ type Facts struct {
 	// authority (a person: a panel, mevedel-exec stop), not by its owner.
 	StoppedByUser bool   `json:"stoppedByUser,omitempty"`
 	Version       uint64 `json:"version"`
+}
+
+// Growth is what exec/changed says of an execution whose facts changed
+// only by growth since it last named it: its output's counters, its
+// wall time and its version; every other fact is as it said then.
+type Growth struct {
+	ExecutionID  string `json:"executionId"`
+	WallMs       int64  `json:"wallMs"`
+	OutputBytes  int64  `json:"outputBytes"`
+	OutputLines  int64  `json:"outputLines"`
+	OmittedBytes int64  `json:"omittedBytes"`
+	UnreadBytes  int64  `json:"unreadBytes"`
+	Version      uint64 `json:"version"`
+}
+
+func (f *Facts) growth() Growth {
+	return Growth{
+		ExecutionID: f.ExecutionID, WallMs: f.WallMs, OutputBytes: f.OutputBytes, OutputLines: f.OutputLines,
+		OmittedBytes: f.OmittedBytes, UnreadBytes: f.UnreadBytes, Version: f.Version,
+	}
+}
+
+// Grow returns f with g's counters: the facts a consumer holds after
+// merging g into f.
+func (f Facts) Grow(g Growth) Facts {
+	f.WallMs, f.OutputBytes, f.OutputLines = g.WallMs, g.OutputBytes, g.OutputLines
+	f.OmittedBytes, f.UnreadBytes, f.Version = g.OmittedBytes, g.UnreadBytes, g.Version
+	return f
+}
+
+// grewOnly says whether cur differs from last only in what a Growth
+// carries.
+func grewOnly(last, cur Facts) bool {
+	return reflect.DeepEqual(last.Grow(cur.growth()), cur)
 }
 
 // Observation is one answer about an execution: unread output and facts.

@@ -277,6 +277,9 @@ type chunkReader interface {
 	ReadChunk() ([]byte, error)
 }
 
+// growthGrid is the start of the windows growth is announced in.
+var growthGrid = time.Now()
+
 // copyOutput spools the merged output until EOF. Past the cap or on a
 // write error it asks for a stop and keeps draining, so the child never
 // blocks on a full pipe while it is being stopped.
@@ -284,15 +287,16 @@ func (e *Execution) copyOutput(r io.Reader) {
 	// Small while the command is quiet (hundreds of idle executions cost
 	// little), doubled whenever a read fills it, up to copyMax.
 	buf := make([]byte, copyMin)
-	// Growth inside a window is announced at its end, so a panel never
-	// keeps a stale size after the output goes quiet. announced (since
-	// base, on the monotonic clock) and owed are shared with that trailing
-	// timer.
-	base := time.Now()
+	// Growth is announced at most once per window of a grid every
+	// execution shares (growthGrid): at once when none was announced in
+	// the current window, else at its end, so a panel never keeps a stale
+	// size after the output goes quiet, and hundreds of printing commands
+	// are announced together, a few exec/changed a second rather than
+	// one each. announced (since the grid's start, on the monotonic
+	// clock) and owed are shared with the trailing timer.
 	var announced atomic.Int64
 	announced.Store(-int64(changedEvery))
 	var owed atomic.Bool
-	var trailing *time.Timer // left to fire after EOF: what it owes is still news
 	cr, _ := r.(chunkReader)
 	var at int64 // bytes spooled so far
 	for {
@@ -332,24 +336,24 @@ func (e *Execution) copyOutput(r io.Reader) {
 			if e.followed.Load() {
 				every = followedEvery
 			}
-			since := time.Since(base) - time.Duration(announced.Load())
-			if since >= every {
-				announced.Store(int64(time.Since(base)))
+			now := time.Since(growthGrid)
+			last := time.Duration(announced.Load())
+			if last < 0 || now/every > last/every {
+				announced.Store(int64(now))
 				owed.Store(false)
 				e.announceOutput()
 				e.s.changed(e)
 			} else if !owed.Swap(true) {
-				if trailing == nil {
-					trailing = time.AfterFunc(every-since, func() {
-						if owed.Swap(false) {
-							announced.Store(int64(time.Since(base)))
-							e.announceOutput()
-							e.s.changed(e)
-						}
-					})
-				} else {
-					trailing.Reset(every - since)
-				}
+				// Run after EOF too: what it owes is still news.
+				e.s.atWindowEnd(every, func() bool {
+					if !owed.Swap(false) {
+						return false
+					}
+					announced.Store(int64(time.Since(growthGrid)))
+					e.announceOutput()
+					e.s.mark(e)
+					return true
+				})
 			}
 		}
 		if cr == nil && len(b) == len(buf) && len(buf) < copyMax {

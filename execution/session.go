@@ -69,6 +69,14 @@ type Session struct {
 	// was written (see TakeChanged).
 	chMu    sync.Mutex
 	changes map[*Execution]struct{} // guarded by chMu
+	// sent holds the facts of each live execution as TakeChanged last
+	// returned them: a change that is only growth against them goes
+	// out as a Growth.
+	sent map[*Execution]Facts // guarded by chMu
+	// grid holds, per window length, what announces growth at the end
+	// of the current window (see atWindowEnd).
+	gridMu sync.Mutex
+	grid   map[time.Duration][]func() bool // guarded by gridMu
 
 	remoteDir string // set once at open; see artifactDir
 	// target is the description of the session's target, set once at
@@ -191,30 +199,37 @@ func (s *Session) appendLive(out []Facts) []Facts {
 // the others; ties by id, which is arrival order.
 func sortFacts(out []Facts) {
 	sort.Slice(out, func(i, j int) bool {
-		a, b := &out[i], &out[j] // not copies: a listing sorts hundreds
-		if (a.StartedAt == nil) != (b.StartedAt == nil) {
-			return a.StartedAt != nil
-		}
-		if a.StartedAt != nil && !a.StartedAt.Equal(b.StartedAt.Time) {
-			return a.StartedAt.Before(b.StartedAt.Time)
-		}
-		return a.ExecutionID < b.ExecutionID
+		return factsBefore(&out[i], &out[j]) // not copies: a listing sorts hundreds
 	})
+}
+
+// factsBefore says whether a comes before b in exec/list order.
+func factsBefore(a, b *Facts) bool {
+	if (a.StartedAt == nil) != (b.StartedAt == nil) {
+		return a.StartedAt != nil
+	}
+	if a.StartedAt != nil && !a.StartedAt.Equal(b.StartedAt.Time) {
+		return a.StartedAt.Before(b.StartedAt.Time)
+	}
+	return a.ExecutionID < b.ExecutionID
 }
 
 // TakeChanged returns the current facts of every execution changed since
 // the last call, in exec/list order, and forgets those changes; ok is
-// false when none changed. A settled execution is returned once, with its
-// final facts, however often it is marked after: that tells a consumer it
-// left the live set. The sink of exec/changed calls it when it writes one,
-// so every change made meanwhile joins it.
-func (s *Session) TakeChanged() ([]Facts, bool) {
+// false when none changed. An execution whose facts differ from those it
+// last returned only by growth (see Growth) is in grown instead, in the
+// same order: hundreds of live commands then cost a consumer a few
+// numbers each, not their whole facts. A settled execution is returned
+// once, with its final facts, however often it is marked after: that
+// tells a consumer it left the live set. The sink of exec/changed calls
+// it when it writes one, so every change made meanwhile joins it.
+func (s *Session) TakeChanged() (changed []Facts, grown []Growth, ok bool) {
 	s.chMu.Lock()
 	taken := s.changes
 	s.changes = nil
 	s.chMu.Unlock()
 	if len(taken) == 0 {
-		return nil, false
+		return nil, nil, false
 	}
 	type pair struct {
 		e *Execution
@@ -224,20 +239,31 @@ func (s *Session) TakeChanged() ([]Facts, bool) {
 	for e := range taken {
 		snap = append(snap, pair{e, e.Facts()})
 	}
-	kept := make([]Facts, 0, len(snap))
+	sort.Slice(snap, func(i, j int) bool { return factsBefore(&snap[i].f, &snap[j].f) })
+	changed = make([]Facts, 0, len(snap))
 	s.chMu.Lock()
+	if s.sent == nil {
+		s.sent = map[*Execution]Facts{}
+	}
 	for _, p := range snap {
 		if p.f.State == Settled {
+			delete(s.sent, p.e)
 			if p.e.finalShown {
 				continue
 			}
 			p.e.finalShown = true
+			changed = append(changed, p.f)
+			continue
 		}
-		kept = append(kept, p.f)
+		if last, seen := s.sent[p.e]; seen && grewOnly(last, p.f) {
+			grown = append(grown, p.f.growth())
+		} else {
+			changed = append(changed, p.f)
+		}
+		s.sent[p.e] = p.f
 	}
 	s.chMu.Unlock()
-	sortFacts(kept)
-	return kept, len(kept) > 0
+	return changed, grown, len(changed)+len(grown) > 0
 }
 
 // beginClose marks the session closing, stops every live execution
@@ -328,13 +354,51 @@ func (s *Session) settled(e *Execution, f Facts) {
 // stopping, output grew, settled, ...) and tells the sink, which coalesces
 // the news per session and takes the changes when it writes them.
 func (s *Session) changed(e *Execution) {
+	s.mark(e)
+	s.m.events.Changed(s)
+}
+
+// mark records that e's facts changed without telling the sink.
+func (s *Session) mark(e *Execution) {
 	s.chMu.Lock()
 	if s.changes == nil {
 		s.changes = map[*Execution]struct{}{}
 	}
 	s.changes[e] = struct{}{}
 	s.chMu.Unlock()
-	s.m.events.Changed(s)
+}
+
+// atWindowEnd runs fn at the end of the current window of length every
+// of growthGrid, with every other fn due then; fn marks a change and
+// says so, and what they marked goes to the sink together: one
+// exec/changed for the growth of hundreds of executions.
+func (s *Session) atWindowEnd(every time.Duration, fn func() bool) {
+	s.gridMu.Lock()
+	defer s.gridMu.Unlock()
+	if s.grid == nil {
+		s.grid = map[time.Duration][]func() bool{}
+	}
+	if len(s.grid[every]) == 0 {
+		now := time.Since(growthGrid)
+		time.AfterFunc((now/every+1)*every-now, func() { s.windowEnd(every) })
+	}
+	s.grid[every] = append(s.grid[every], fn)
+}
+
+func (s *Session) windowEnd(every time.Duration) {
+	s.gridMu.Lock()
+	due := s.grid[every]
+	delete(s.grid, every)
+	s.gridMu.Unlock()
+	marked := false
+	for _, fn := range due {
+		if fn() {
+			marked = true
+		}
+	}
+	if marked {
+		s.m.events.Changed(s)
+	}
 }
 
 // removeScratch removes a scratch directory and everything in it, even

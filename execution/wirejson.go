@@ -157,6 +157,33 @@ func AppendJSONString(b []byte, s string) []byte { return appendJSONString(b, s)
 
 // AppendFactsJSON appends fs as a JSON array (null when nil, as
 // encoding/json has it).
+// AppendGrowthJSON appends gs as a JSON array.
+func AppendGrowthJSON(b []byte, gs []Growth) []byte {
+	b = append(b, '[')
+	for i := range gs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		g := &gs[i]
+		b = append(b, `{"executionId":`...)
+		b = appendJSONString(b, g.ExecutionID)
+		b = append(b, `,"wallMs":`...)
+		b = strconv.AppendInt(b, g.WallMs, 10)
+		b = append(b, `,"outputBytes":`...)
+		b = strconv.AppendInt(b, g.OutputBytes, 10)
+		b = append(b, `,"outputLines":`...)
+		b = strconv.AppendInt(b, g.OutputLines, 10)
+		b = append(b, `,"omittedBytes":`...)
+		b = strconv.AppendInt(b, g.OmittedBytes, 10)
+		b = append(b, `,"unreadBytes":`...)
+		b = strconv.AppendInt(b, g.UnreadBytes, 10)
+		b = append(b, `,"version":`...)
+		b = strconv.AppendUint(b, g.Version, 10)
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
 func AppendFactsJSON(b []byte, fs []Facts) []byte {
 	if fs == nil {
 		return append(b, "null"...)

@@ -19,6 +19,7 @@ func TestAppendJSONResultsAreEncodingJSON(t *testing.T) {
 	for _, v := range []jsonAppender{
 		ExecListResult{}, ExecListResult{Executions: []execution.Facts{}}, ExecListResult{Executions: []execution.Facts{f, f}},
 		ChangedParams{SessionID: "s\u2028"}, ChangedParams{SessionID: "s", Changed: []execution.Facts{f}},
+		ChangedParams{SessionID: "s", Changed: []execution.Facts{}, Grown: []execution.Growth{{ExecutionID: "e\u2028<", WallMs: 5, OutputBytes: 7, OutputLines: 1, OmittedBytes: 2, UnreadBytes: 3, Version: 9}}},
 		SettledParams{SessionID: "s", Facts: f},
 		execution.Observation{Output: "out\x00put\xff", Facts: f, Final: true, DeliveryID: "d"},
 	} {

@@ -170,11 +170,11 @@ func (f *forwarder) run() {
 			n.params = OutputParams{SessionID: n.exec.SessionID(), ExecutionID: n.exec.ID(), Offset: off, Length: length, Text: text}
 		case n.session != nil:
 			// Taken now, so every change made while this waited joins it.
-			changed, ok := n.session.TakeChanged()
+			changed, grown, ok := n.session.TakeChanged()
 			if !ok {
 				continue
 			}
-			n.params = ChangedParams{SessionID: n.session.ID(), Changed: changed}
+			n.params = ChangedParams{SessionID: n.session.ID(), Changed: changed, Grown: grown}
 		}
 		f.send(n.method, n.params)
 	}

@@ -249,10 +249,12 @@ type OutputParams struct {
 
 // ChangedParams carries the executions that changed since the last
 // exec/changed of the session, not the whole live set: a consumer keeps
-// its own table, seeded by exec/list.
+// its own table, seeded by exec/list. Those that only grew since it last
+// named them are in Grown, a few numbers each.
 type ChangedParams struct {
-	SessionID string            `json:"sessionId"`
-	Changed   []execution.Facts `json:"changed"`
+	SessionID string             `json:"sessionId"`
+	Changed   []execution.Facts  `json:"changed"`
+	Grown     []execution.Growth `json:"grown,omitempty"`
 }
 
 // AppendJSON appends p as JSON, as encoding/json would.
@@ -260,7 +262,12 @@ func (p ChangedParams) AppendJSON(b []byte) []byte {
 	b = append(b, `{"sessionId":`...)
 	b = execution.AppendJSONString(b, p.SessionID)
 	b = append(b, `,"changed":`...)
-	return append(execution.AppendFactsJSON(b, p.Changed), '}')
+	b = execution.AppendFactsJSON(b, p.Changed)
+	if len(p.Grown) > 0 {
+		b = append(b, `,"grown":`...)
+		b = execution.AppendGrowthJSON(b, p.Grown)
+	}
+	return append(b, '}')
 }
 
 type SettledParams struct {

@@ -172,6 +172,12 @@ func (k *cliConn) next(id string) (final *execution.Facts) {
 							return nil
 						}
 					}
+					// Growth of id says only that there is more to read.
+					for _, g := range p.Grown {
+						if g.ExecutionID == id {
+							return nil
+						}
+					}
 				}
 			}
 		case <-t.C:

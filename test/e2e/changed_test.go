@@ -119,6 +119,7 @@ func (c *streamClient) readUntil(done func() bool) {
 type changedParams struct {
 	SessionID string
 	Changed   []execution.Facts
+	Grown     []execution.Growth
 }
 
 // liveTable is what a consumer of exec/changed keeps: seeded by a listing,
@@ -135,12 +136,25 @@ func (l liveTable) merge(fs []execution.Facts) {
 	}
 }
 
+// grow merges growth; it reports false for an execution the table lacks.
+func (l liveTable) grow(gs []execution.Growth) bool {
+	for _, g := range gs {
+		f, ok := l[g.ExecutionID]
+		if !ok {
+			return false
+		}
+		l[g.ExecutionID] = f.Grow(g)
+	}
+	return true
+}
+
 // exec/changed carries only the executions that changed, each settled one
 // once with its final facts and never again; a table seeded by exec/list
 // and merged from it is the helper's live set; and 20 executions with
 // 4 KiB labels whose output keeps growing cost bytes in proportion to
 // their changes (at most about one a second each), not to every live
-// execution at every change.
+// execution at every change, and their growth a few numbers each, not
+// their facts again, announced together.
 func TestChangedCarriesOnlyWhatChanged(t *testing.T) {
 	t.Parallel()
 	c := startStream(t)
@@ -191,6 +205,9 @@ func TestChangedCarriesOnlyWhatChanged(t *testing.T) {
 	table := liveTable{}
 	table.merge(first.Executions)
 	appearances := map[string]int{}
+	grown := map[string]int{} // growth entries of each
+	growthNotes := 0          // exec/changed that carried growth
+	widest := 0               // the most executions one said grew
 	over := map[string]bool{} // came settled
 	var bytes, notes int
 	for _, m := range c.log[:finalAt] {
@@ -205,7 +222,7 @@ func TestChangedCarriesOnlyWhatChanged(t *testing.T) {
 			t.Fatal("exec/changed still carries the live set")
 		}
 		var p changedParams
-		if err := json.Unmarshal(m.Params, &p); err != nil || p.SessionID != "a" || len(p.Changed) == 0 {
+		if err := json.Unmarshal(m.Params, &p); err != nil || p.SessionID != "a" || len(p.Changed)+len(p.Grown) == 0 {
 			t.Fatalf("exec/changed %s: %v", m.Params[:min(len(m.Params), 200)], err)
 		}
 		ids := map[string]bool{}
@@ -220,7 +237,22 @@ func TestChangedCarriesOnlyWhatChanged(t *testing.T) {
 			over[f.ExecutionID] = f.State == execution.Settled
 			appearances[f.ExecutionID]++
 		}
+		for _, g := range p.Grown {
+			if ids[g.ExecutionID] {
+				t.Fatalf("%s twice in one exec/changed", g.ExecutionID)
+			}
+			ids[g.ExecutionID] = true
+			appearances[g.ExecutionID]++
+			grown[g.ExecutionID]++
+		}
+		if len(p.Grown) > 0 {
+			growthNotes++
+		}
+		widest = max(widest, len(p.Grown))
 		table.merge(p.Changed)
+		if !table.grow(p.Grown) {
+			t.Fatalf("exec/changed says an execution grew before it named it: %s", m.Params)
+		}
 	}
 	for id := range flooding {
 		if settledSeen[id] != 1 {
@@ -248,8 +280,21 @@ func TestChangedCarriesOnlyWhatChanged(t *testing.T) {
 			t.Errorf("%s appeared in %d exec/changed over %v, want at most %d", id, appearances[id], wall, limit)
 		}
 	}
-	bound := n * limit * 6 << 10 // facts of a 4 KiB label take under 6 KiB
-	t.Logf("%d exec/changed, %d KiB in %v (bound %d KiB)", notes, bytes>>10, wall.Round(time.Millisecond), bound>>10)
+	// Their growth is announced together, at the end of windows every
+	// execution shares, not each at its own time.
+	if widest < n/2 {
+		t.Errorf("at most %d of %d printing executions grew in one exec/changed", widest, n)
+	}
+	// Its growth comes as such, not as its facts again.
+	for id := range flooding {
+		if grown[id] < 2 {
+			t.Errorf("%s grew in %d exec/changed, want its growth said at least twice", id, grown[id])
+		}
+	}
+	// Facts of a 4 KiB label take under 6 KiB, and come when it is
+	// registered, starts, yields and settles; growth takes under 256 bytes.
+	bound := n * (6*6<<10 + limit*256)
+	t.Logf("%d exec/changed, %d KiB in %v (bound %d KiB); %d carried growth, of at most %d executions", notes, bytes>>10, wall.Round(time.Millisecond), bound>>10, growthNotes, widest)
 	if bytes > bound {
 		t.Fatalf("exec/changed took %d KiB, bound %d KiB", bytes>>10, bound>>10)
 	}
@@ -284,11 +329,16 @@ func TestFollowedOutputGrowthIsAnnouncedOften(t *testing.T) {
 		if n.Method != "exec/changed" {
 			continue
 		}
-		var p struct{ Changed []execution.Facts }
+		var p changedParams
 		_ = json.Unmarshal(n.Params, &p)
 		for _, f := range p.Changed {
 			if m := sizes[f.ExecutionID]; m != nil && f.State == execution.Running && f.OutputBytes > 0 {
 				m[f.OutputBytes] = true
+			}
+		}
+		for _, g := range p.Grown { // an execution that grew still runs
+			if m := sizes[g.ExecutionID]; m != nil && g.OutputBytes > 0 {
+				m[g.OutputBytes] = true
 			}
 		}
 	}

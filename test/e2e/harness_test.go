@@ -21,6 +21,7 @@ import (
 	"github.com/mevedel/mevedel-exec/execution"
 	"github.com/mevedel/mevedel-exec/internal/client"
 	"github.com/mevedel/mevedel-exec/internal/testsupport"
+	"github.com/mevedel/mevedel-exec/rpc"
 	"github.com/sourcegraph/jsonrpc2"
 	"golang.org/x/sys/unix"
 )
@@ -360,18 +361,34 @@ func (h *helper) waitNote(match func(note) bool) note {
 	}
 }
 
-// waitLive waits for an exec/changed notification that carries facts of
-// an execution that satisfy match, and returns them.
+// waitLive waits for an exec/changed notification after which an
+// execution's facts satisfy match, and returns them: its facts as a
+// consumer holds them, the last ones sent with its growth since merged.
 func (h *helper) waitLive(match func(execution.Facts) bool) execution.Facts {
 	h.t.Helper()
 	var found execution.Facts
+	table := map[string]execution.Facts{}
 	h.waitNote(func(n note) bool {
 		if n.Method != "exec/changed" {
 			return false
 		}
-		var p struct{ Changed []execution.Facts }
+		var p rpc.ChangedParams
 		_ = json.Unmarshal(n.Params, &p)
 		for _, f := range p.Changed {
+			table[f.ExecutionID] = f
+			if match(f) {
+				found = f
+				return true
+			}
+		}
+		for _, g := range p.Grown {
+			f, ok := table[g.ExecutionID]
+			if !ok {
+				h.t.Errorf("exec/changed says %s grew before it named it", g.ExecutionID)
+				continue
+			}
+			f = f.Grow(g)
+			table[g.ExecutionID] = f
 			if match(f) {
 				found = f
 				return true

@@ -139,6 +139,64 @@ output buffer's follower hears of each change at once."
         (mevedel-execution-follow-facts sid "exec-zzzzz-000001" follower t)
         (remove-hook 'mevedel-execution-event-functions reader)))))
 
+(ert-deftest mevedel-execution-live-test-growth-in-place ()
+  "A `grown' entry takes the new counters into the facts held, in place.
+The other facts stay; the follower and the `changed' event get the
+table's facts, the event naming the execution as one that only grew;
+an execution the table lacks is ignored."
+  (mevedel-execution-test--with-helper session
+    (let* ((sid (mevedel-execution-session-id session))
+           (id "exec-zzzzz-000003")
+           (events nil)
+           (heard nil)
+           (reader (lambda (type plist)
+                     (when (and (eq type 'changed) (equal (plist-get plist :session-id) sid))
+                       (push plist events))))
+           (follower (lambda (facts) (push facts heard)))
+           (note (lambda (params)
+                   (mevedel-execution--dispatch-notification
+                    mevedel-execution--current 'exec/changed (append (list :sessionId sid) params))
+                   (mevedel-execution-drain)
+                   (mevedel-execution-flush-changed))))
+      (should-not (mevedel-execution-list-user session))
+      (mevedel-execution-add-reader reader)
+      (mevedel-execution-follow-facts sid id follower)
+      (unwind-protect
+          (progn
+            (funcall note (list :changed (vector (list :executionId id :owner "/root" :command "yes"
+                                                       :label "flood" :state "running" :wallMs 10
+                                                       :outputBytes 0 :outputLines 0 :version 2))))
+            (let ((held (car (mevedel-execution--live-list sid t))))
+              (funcall note (list :changed []
+                                  :grown (vector (list :executionId id :wallMs 1500 :outputBytes 4096
+                                                       :outputLines 80 :omittedBytes 0 :unreadBytes 4096
+                                                       :version 9)
+                                                 (list :executionId "exec-zzzzz-000099" :wallMs 1
+                                                       :outputBytes 1 :outputLines 1 :omittedBytes 0
+                                                       :unreadBytes 1 :version 1))))
+              ;; The same facts, grown: nothing made anew.
+              (should (eq (car (mevedel-execution--live-list sid t)) held))
+              (should (eq (car heard) held)))
+            (let ((facts (car (mevedel-execution-live session))))
+              (should (= (length (mevedel-execution-live session)) 1))
+              (should (equal (plist-get facts :output-bytes) 4096))
+              (should (equal (plist-get facts :output-lines) 80))
+              (should (equal (plist-get facts :wall-ms) 1500))
+              (should (equal (plist-get facts :version) 9))
+              (should (equal (plist-get facts :label) "flood"))
+              (should (equal (plist-get facts :state) "running")))
+            (let ((last (car events)))
+              (should (equal (plist-get last :grown) (list id)))
+              (should (equal (mapcar (lambda (f) (plist-get f :output-bytes)) (plist-get last :changed))
+                             '(4096))))
+            ;; Full facts after growth: not named as grown.
+            (funcall note (list :changed (vector (list :executionId id :owner "/root" :command "yes"
+                                                       :label "flood" :state "stopping"
+                                                       :outputBytes 5000 :version 10))))
+            (should-not (plist-get (car events) :grown)))
+        (mevedel-execution-follow-facts sid id follower t)
+        (remove-hook 'mevedel-execution-event-functions reader)))))
+
 (provide 'mevedel-execution-live-test)
 
 ;;; mevedel-execution-live-test.el ends here

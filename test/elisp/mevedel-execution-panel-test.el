@@ -152,9 +152,11 @@
 (ert-deftest mevedel-execution-panel-test-growth-drawn-within-a-second ()
   "A row that only grew is drawn within a second; one that changed state at once.
 With hundreds of live commands the helper reports output growth many
-times a second: the panel does not redraw every row on each."
+times a second: the panel does not redraw every row on each, and
+draws growth cell by cell, never the whole listing."
   (mevedel-execution-test--with-helper session
     (mevedel-execution-panel-test--with-panel session panel
+      (switch-to-buffer panel)
       (let* ((sid (mevedel-execution-session-id session))
              (id "exec-zzzzz-000007")
              (facts (list :executionId id :owner "/root" :command "make" :label "build"
@@ -174,14 +176,71 @@ times a second: the panel does not redraw every row on each."
               (mevedel-execution-test--wait-until
                (lambda () (equal (mevedel-execution-panel-test--column id "Output") "5 KiB"))
                "the last size")
-              (should (= redraws 1))
+              (should (= redraws 0))
               ;; Waiting for input is news: drawn at once.
               (mevedel-execution-panel-test--changed
                sid (append (list :waitingForInput t :prompt "Password:")
                            (plist-put (copy-sequence facts) :outputBytes 6000)))
-              (should (= redraws 2))
+              (should (= redraws 1))
               (should (string-match-p "Password:"
                                       (mevedel-execution-panel-test--column id "Label"))))
+          (advice-remove 'mevedel-execution-panel-redraw count))))))
+
+(ert-deftest mevedel-execution-panel-test-growth-only-on-screen ()
+  "Growth rewrites the cells of the rows on screen only, and no row else.
+A row scrolled into view shows its growth by the next tick; a panel
+that comes on screen shows it at once."
+  (mevedel-execution-test--with-helper session
+    (mevedel-execution-panel-test--with-panel session panel
+      (switch-to-buffer panel)
+      (delete-other-windows)
+      (let* ((sid (mevedel-execution-session-id session))
+             (n (+ 20 (window-body-height)))
+             (ids (cl-loop for i from 1 to n collect (format "exec-zzzzz-%06d" i)))
+             (redraws 0)
+             (count (lambda (&rest _) (cl-incf redraws)))
+             (grow (lambda (bytes)
+                     (mevedel-execution--dispatch-notification
+                      mevedel-execution--current 'exec/changed
+                      (list :sessionId sid :changed []
+                            :grown (vconcat (cl-loop for id in ids
+                                                     collect (list :executionId id :outputBytes bytes
+                                                                   :version bytes)))))
+                     (mevedel-execution-drain)
+                     (mevedel-execution-flush-changed))))
+        (apply #'mevedel-execution-panel-test--changed sid
+               (cl-loop for id in ids
+                        collect (list :executionId id :owner "/root" :command "yes" :state "running"
+                                      :startedAt "2026-12-06T03:00:00Z" :outputBytes 0 :version 1)))
+        (should (equal (mevedel-execution-panel-test--ids) ids))
+        (advice-add 'mevedel-execution-panel-redraw :before count)
+        (unwind-protect
+            (progn
+              (funcall grow 2048)
+              (mevedel-execution-test--wait-until
+               (lambda () (equal (mevedel-execution-panel-test--column (car ids) "Output") "2 KiB"))
+               "the growth of the first row")
+              (should (= redraws 0))
+              ;; The last row is off screen: not rewritten.
+              (should (equal (mevedel-execution-panel-test--column (car (last ids)) "Output") "0 B"))
+              ;; Scrolled into view, the clock brings it up to date.
+              (set-window-start (selected-window)
+                                (mevedel-execution-panel-row-start (car (last ids))))
+              (mevedel-execution-test--wait-until
+               (lambda () (equal (mevedel-execution-panel-test--column (car (last ids)) "Output")
+                                 "2 KiB"))
+               "the growth of the last row, by the clock")
+              ;; Off screen, nothing; shown again, at once.
+              (switch-to-buffer (get-buffer-create " other"))
+              (funcall grow 4096)
+              (mevedel-execution-panel--draw-stale panel)
+              (with-current-buffer panel
+                (should (equal (mevedel-execution-panel-test--column (car (last ids)) "Output")
+                               "2 KiB")))
+              (switch-to-buffer panel)
+              (run-hook-with-args 'window-buffer-change-functions (selected-window))
+              (should (equal (mevedel-execution-panel-test--column (car (last ids)) "Output") "4 KiB"))
+              (should (= redraws 0)))
           (advice-remove 'mevedel-execution-panel-redraw count))))))
 
 (ert-deftest mevedel-execution-panel-test-monitor ()

@@ -6,8 +6,10 @@
 ;; helper, with no commands running: the load of 200 commands does not
 ;; blur what Emacs itself spends.  A panel of 200 live rows is open; each
 ;; second, the `exec/changed' traffic of 200 commands that each grow once
-;; a second is dispatched as the helper sends it (ten notifications of
-;; twenty facts, 100 ms apart), and the panel's clock redraws it once.
+;; a second is dispatched, and the panel's clock draws it once: first as
+;; the helper sent it before growth had a form of its own (ten
+;; notifications of twenty whole facts, 100 ms apart), then as it sends
+;; it now (one notification of 200 `grown' entries).
 ;; The figures are Emacs's CPU over the replay and its garbage
 ;; collections; `bench-live200' is the same traffic with real commands.
 
@@ -50,22 +52,45 @@
 (mevedel-execution-list-user replay200-session)
 (defvar replay200-panel (mevedel-execution-panel replay200-session))
 (replay200-note (cl-loop for i from 1 to 200 collect (replay200-facts i 0)))
-(garbage-collect)
-(let ((cpu0 (float-time (get-internal-run-time)))
-      (gcs gcs-done)
-      (t0 (float-time)))
-  (dotimes (sec replay200-seconds)
-    (dotimes (k 10)
-      (replay200-note (cl-loop for i from (1+ (* k 20)) to (* (1+ k) 20)
-                               collect (replay200-facts i (* 500 (1+ sec)))))
-      (let ((until (+ t0 sec (* (1+ k) 0.1))))
-        (while (< (float-time) until)
-          (accept-process-output nil (max 0.001 (- until (float-time)))))))
-    (with-current-buffer replay200-panel (mevedel-execution-panel-redraw)))
-  (princ (format "exec/changed of 200 live commands replayed for %d s (took %.1f s), %s\n  Emacs CPU %.0f ms, %d garbage collections\n"
-                 replay200-seconds (- (float-time) t0) (emacs-version)
-                 (* 1000 (- (float-time (get-internal-run-time)) cpu0))
-                 (- gcs-done gcs))))
+(defun replay200-grown (bytes)
+  "Dispatch what the helper sends now: 200 grown to BYTES in one."
+  (mevedel-execution--dispatch-notification
+   mevedel-execution--current 'exec/changed
+   (list :sessionId replay200-sid :changed []
+         :grown (vconcat (cl-loop for i from 1 to 200
+                                  collect (list :executionId (format "exec-zzzzz-%06d" i)
+                                                :wallMs (* 1000 (/ bytes 500)) :outputBytes bytes
+                                                :outputLines (/ bytes 50) :omittedBytes 0
+                                                :unreadBytes bytes :version (+ 3 (/ bytes 50)))))))
+  (mevedel-execution-drain))
+
+(defun replay200-run (form)
+  "Replay traffic in FORM, `facts' or `grown', and print its cost."
+  (garbage-collect)
+  (let ((cpu0 (float-time (get-internal-run-time)))
+        (gcs gcs-done)
+        (t0 (float-time)))
+    (dotimes (sec replay200-seconds)
+      (dotimes (k 10)
+        (if (eq form 'facts)
+            (replay200-note (cl-loop for i from (1+ (* k 20)) to (* (1+ k) 20)
+                                     collect (replay200-facts i (* 500 (1+ sec)))))
+          (when (= k 9) (replay200-grown (* 500 (1+ sec)))))
+        (let ((until (+ t0 sec (* (1+ k) 0.1))))
+          (while (< (float-time) until)
+            (accept-process-output nil (max 0.001 (- until (float-time)))))))
+      (with-current-buffer replay200-panel (mevedel-execution-panel--draw-growth t)))
+    (princ (format "  %s: Emacs CPU %.0f ms, %d garbage collections (took %.1f s)\n"
+                   (if (eq form 'facts)
+                       "whole facts, ten notifications of twenty a second (the wire before)"
+                     "one notification of 200 grown entries a second (the wire now)")
+                   (* 1000 (- (float-time (get-internal-run-time)) cpu0))
+                   (- gcs-done gcs) (- (float-time) t0)))))
+
+(princ (format "exec/changed of 200 live commands replayed for %d s each way, %s\n"
+               replay200-seconds (emacs-version)))
+(replay200-run 'facts)
+(replay200-run 'grown)
 (kill-emacs 0)
 
 ;;; replay200.el ends here
