@@ -57,44 +57,10 @@
 
 ;;;; Columns
 
-(defun mevedel-execution-panel--runtime-seconds (facts)
-  "Return how many seconds the execution of FACTS has run, or nil.
-A finished one ran for its wall time."
-  (let ((started (plist-get facts :started-at)))
-    (cond
-     ((equal (plist-get facts :state) "settled")
-      (and started (/ (or (plist-get facts :wall-ms) 0) 1000)))
-     ((stringp started)
-      (let ((t0 (mevedel-execution-panel--start-time started)))
-        (when t0
-          (max 0 (floor (- (float-time) t0)))))))))
-
-(defvar mevedel-execution-panel--start-times (make-hash-table :test #'equal)
-  "Cache of start stamps to `float-time': a panel redraws each row each second.")
-
-(defun mevedel-execution-panel--start-time (stamp)
-  "Return the RFC 3339 STAMP as a `float-time', or nil; remembered."
-  (let ((time (gethash stamp mevedel-execution-panel--start-times 'none)))
-    (when (eq time 'none)
-      (when (> (hash-table-count mevedel-execution-panel--start-times) 4096)
-        (clrhash mevedel-execution-panel--start-times))
-      (setq time (puthash stamp
-                          (let ((t0 (ignore-errors (parse-iso8601-time-string stamp))))
-                            (and t0 (float-time t0)))
-                          mevedel-execution-panel--start-times)))
-    time))
-
 (defun mevedel-execution-panel--local-time (stamp)
   "Return the RFC 3339 STAMP as local date and time, or \"-\"."
   (let ((time (and (stringp stamp) (ignore-errors (parse-iso8601-time-string stamp)))))
     (if time (format-time-string "%F %T" time) "-")))
-
-(defun mevedel-execution-panel--duration (seconds)
-  "Return SECONDS as a short duration: 9s, 4m07s, 2h05m."
-  (cond ((null seconds) "-")
-        ((< seconds 60) (format "%ds" seconds))
-        ((< seconds 3600) (format "%dm%02ds" (/ seconds 60) (% seconds 60)))
-        (t (format "%dh%02dm" (/ seconds 3600) (% (/ seconds 60) 60)))))
 
 (defun mevedel-execution-panel--size (bytes)
   "Return BYTES human-readable: 532 B, 1.2 KiB."
@@ -183,7 +149,7 @@ six."
                           (if (equal name "Label") label (cdr (assoc name widths)))
                           (pcase (nth 3 c)
                             ('runtime (mevedel-execution-panel--sorter
-                                       #'mevedel-execution-panel--runtime-seconds))
+                                       #'mevedel-execution-runtime-seconds))
                             ('bytes (mevedel-execution-panel--sorter
                                      #'mevedel-execution-panel--bytes))
                             (v v)))
@@ -233,8 +199,8 @@ A finished row shows its status and exit code (or signal)."
                               (propertize prompt 'face 'mevedel-execution-panel-waiting))
                     (funcall dim label))
                   (mevedel-execution-panel--state facts)
-                  (funcall dim (mevedel-execution-panel--duration
-                                (mevedel-execution-panel--runtime-seconds facts)))
+                  (funcall dim (mevedel-execution-duration
+                                (mevedel-execution-runtime-seconds facts)))
                   (funcall dim (mevedel-execution-panel--size (plist-get facts :output-bytes)))))))
 
 ;;;; The inspector
@@ -363,8 +329,8 @@ fast the log grows, there is no third."
            (funcall join
                     (concat "started " (mevedel-execution-panel--local-time
                                         (plist-get facts :started-at)))
-                    (concat "runtime " (mevedel-execution-panel--duration
-                                        (mevedel-execution-panel--runtime-seconds facts)))
+                    (concat "runtime " (mevedel-execution-duration
+                                        (mevedel-execution-runtime-seconds facts)))
                     (format "output %s%s"
                             (mevedel-execution-panel--size (plist-get facts :output-bytes))
                             (if lines-of
@@ -437,8 +403,8 @@ row scrolled into view is brought up to date by the next tick."
                    (entry (and f (get-text-property (point) 'tabulated-list-entry))))
               (when entry
                 (mevedel-execution-panel--set-cell
-                 entry 5 (mevedel-execution-panel--duration
-                          (mevedel-execution-panel--runtime-seconds f)))
+                 entry 5 (mevedel-execution-duration
+                          (mevedel-execution-runtime-seconds f)))
                 (mevedel-execution-panel--set-cell
                  entry 6 (mevedel-execution-panel--size (plist-get f :output-bytes)))))
             (forward-line 1)))))))

@@ -24,7 +24,6 @@
 (require 'ansi-color)
 (require 'cl-lib)
 (require 'compile)
-(require 'parse-time)
 (require 'subr-x)
 (require 'mevedel-execution)
 (require 'mevedel-execution-logs)
@@ -162,29 +161,6 @@ that first message counts as the first step."
 
 ;;;;; Facts in words
 
-(defvar mevedel-execution-spool--start-memo nil
-  "The last start parsed, (STRING . TIME): a header line asks at each redisplay.")
-
-(defun mevedel-execution-spool--seconds (facts)
-  "Return how long the execution of FACTS ran or has run, in seconds, or nil."
-  (let ((start (plist-get facts :started-at))
-        (end (plist-get facts :ended-at)))
-    (cond
-     ((and (stringp start) (not end))
-      (let ((t0 (if (equal start (car mevedel-execution-spool--start-memo))
-                    (cdr mevedel-execution-spool--start-memo)
-                  (cdr (setq mevedel-execution-spool--start-memo
-                             (cons start (ignore-errors (parse-iso8601-time-string start))))))))
-        (and t0 (max 0 (floor (float-time (time-subtract nil t0)))))))
-     ((plist-get facts :wall-ms) (/ (plist-get facts :wall-ms) 1000)))))
-
-(defun mevedel-execution-spool-duration (seconds)
-  "Return SECONDS as a short duration: 9s, 4m07s, 2h05m; \"-\" for nil."
-  (cond ((null seconds) "-")
-        ((< seconds 60) (format "%ds" seconds))
-        ((< seconds 3600) (format "%dm%02ds" (/ seconds 60) (% seconds 60)))
-        (t (format "%dh%02dm" (/ seconds 3600) (% (/ seconds 60) 60)))))
-
 (defun mevedel-execution-spool-state-text (facts)
   "Return the state of FACTS in words: running, waiting, or how it ended.
 A settled execution shows its status and exit code (or signal):
@@ -228,8 +204,8 @@ A settled execution shows its status and exit code (or signal):
                                            ((member (plist-get facts :state) '("running" "queued"))
                                             'mevedel-execution-spool-header-running)
                                            (t 'shadow)))
-                   (and facts (mevedel-execution-spool-duration
-                               (mevedel-execution-spool--seconds facts)))
+                   (and facts (mevedel-execution-duration
+                               (mevedel-execution-runtime-seconds facts)))
                    (and paged (format "bytes %d-%d of %d  [n]ext [p]revious [<] first [>] last"
                                       start (+ start length) total))))
        " · ")))))

@@ -20,6 +20,7 @@
 
 ;;; Code:
 
+(require 'parse-time)
 (require 'subr-x)
 
 ;;;; Customization
@@ -161,6 +162,42 @@ for METHOD signals an error."
           (push (cadr plist) out)))
       (setq plist (cddr plist)))
     (nreverse out)))
+
+;;;; Facts in words
+
+(defvar mevedel-execution--start-times (make-hash-table :test #'equal)
+  "Start stamps parsed to `float-time': views redraw runtimes each second.")
+
+(defun mevedel-execution--start-time (stamp)
+  "Return the RFC 3339 STAMP as a `float-time', or nil; remembered."
+  (let ((time (gethash stamp mevedel-execution--start-times 'none)))
+    (when (eq time 'none)
+      (when (> (hash-table-count mevedel-execution--start-times) 4096)
+        (clrhash mevedel-execution--start-times))
+      (setq time (puthash stamp
+                          (let ((t0 (ignore-errors (parse-iso8601-time-string stamp))))
+                            (and t0 (float-time t0)))
+                          mevedel-execution--start-times)))
+    time))
+
+(defun mevedel-execution-runtime-seconds (facts)
+  "Return how many seconds the execution of FACTS has run, or nil.
+A finished one ran for its wall time."
+  (let ((started (plist-get facts :started-at)))
+    (cond
+     ((or (equal (plist-get facts :state) "settled") (plist-get facts :ended-at))
+      (and started (/ (or (plist-get facts :wall-ms) 0) 1000)))
+     ((stringp started)
+      (let ((t0 (mevedel-execution--start-time started)))
+        (when t0
+          (max 0 (floor (- (float-time) t0)))))))))
+
+(defun mevedel-execution-duration (seconds)
+  "Return SECONDS as a short duration: 9s, 4m07s, 2h05m; \"-\" for nil."
+  (cond ((null seconds) "-")
+        ((< seconds 60) (format "%ds" seconds))
+        ((< seconds 3600) (format "%dm%02ds" (/ seconds 60) (% seconds 60)))
+        (t (format "%dh%02dm" (/ seconds 3600) (% (/ seconds 60) 60)))))
 
 (provide 'mevedel-execution-wire)
 ;;; mevedel-execution-wire.el ends here
