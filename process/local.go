@@ -74,9 +74,11 @@ func (l *Local) Start(ctx context.Context, spec Spec) (Process, error) {
 		}
 		cmd = exec.Command(path, spec.Argv[1:]...)
 		cmd.Args[0] = spec.Argv[0]
-	} else if l.Direct && !spec.TTY && spec.Sandbox == nil && spec.Resources == nil {
-		// What bash would only exec runs without it (direct.go).
-		if path, argv, denv, ok := directCommand(bash, spec.Command, env, spec.Dir); ok {
+	} else if l.Direct && !spec.TTY && spec.Resources == nil {
+		// What bash would only exec runs without it (direct.go); in a
+		// box, only a system program the box shows as it is.
+		if path, argv, denv, ok := directCommand(bash, spec.Command, env, spec.Dir); ok &&
+			(spec.Sandbox == nil || spec.Sandbox.ShowsProgram(path)) {
 			cmd = &exec.Cmd{Path: path, Args: argv}
 			env = denv
 		}

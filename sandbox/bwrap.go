@@ -139,6 +139,9 @@ type Box struct {
 	// root: bwrap creates them on the host as mount points, and Release
 	// removes them again when no other box uses them.
 	made []madePath
+	// hidden are the host paths the box covers with something else (a
+	// tmpfs, an empty stand-in): what lies under them is not there inside.
+	hidden []string
 }
 
 // madePath is a mount point bwrap makes: path, and top, the highest of
@@ -193,11 +196,13 @@ func NewBox(p Probe, applied Policy, scratch, stateDir string, locked []string) 
 			a = append(a, "--ro-bind", r, r)
 		case creatable(r):
 			a = append(a, "--tmpfs", r)
+			b.hidden = append(b.hidden, r)
 			remount = append(remount, r)
 			b.made = append(b.made, madePath{r, missingTop(r)})
 		}
 	}
 	var empty string
+	b.hidden = append(b.hidden, applied.InaccessiblePaths...)
 	for _, p := range byDepth(applied.InaccessiblePaths) {
 		fi, err := os.Stat(p)
 		// A control path's tmpfs cannot even be listed, whether it
@@ -238,6 +243,23 @@ func NewBox(p Probe, applied Policy, scratch, stateDir string, locked []string) 
 	b.args = a
 	b.hold()
 	return b, nil
+}
+
+// ShowsProgram reports whether the system program at path on the host is
+// the same file inside the box: under /usr, /bin or /sbin, which every
+// box binds read-only from the host, and under nothing the box hides.
+// Only such a program is run there without bash (process/direct.go):
+// anywhere else bash's own lookup inside the box decides.
+func (b *Box) ShowsProgram(path string) bool {
+	if !underAny(path, []string{"/usr", "/bin", "/sbin"}) {
+		return false
+	}
+	for _, h := range b.hidden {
+		if under(path, h) || under(h, path) {
+			return false
+		}
+	}
+	return true
 }
 
 // Wrap returns the command line that runs path with args (args[0] is the

@@ -154,3 +154,55 @@ func TestSimpleCommandRunsWithoutBash(t *testing.T) {
 		t.Fatalf("with an expansion: %d page faults, as alone (%d), not as under bash (%d)", got, alone, bash)
 	}
 }
+
+// In a box, a system program runs without bash too (the box shows it as
+// it is on the host), and sees what it would see under bash there.
+func TestConfinedSimpleCommandRunsWithoutBash(t *testing.T) {
+	t.Parallel()
+	h := startHelper(t)
+	s := h.open(nil)
+	cwd := t.TempDir()
+	box := confined(cwd)
+	faults := func(p map[string]any) int {
+		t.Helper()
+		p["cwd"], p["sandbox"] = cwd, box
+		out, o := s.runEnded(p)
+		f := strings.Fields(out[strings.LastIndexByte(out, ')')+1:])
+		if o.Facts.Outcome != execution.Success || len(f) < 8 {
+			t.Fatalf("%v: %q, %s", p, out, ended(o))
+		}
+		wantBubblewrap(t, o.Facts)
+		n, err := strconv.Atoi(f[7])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	const cmd = "cat /proc/self/stat"
+	for range 3 {
+		bash := faults(map[string]any{"command": nil, "argv": []string{"/bin/bash", "-c", cmd}})
+		alone := faults(map[string]any{"command": nil, "argv": []string{"cat", "/proc/self/stat"}})
+		got := faults(map[string]any{"command": cmd})
+		if bash <= alone {
+			t.Fatalf("bash's start made no page faults to tell by: %d under bash, %d alone", bash, alone)
+		}
+		if got >= (bash+alone)/2 {
+			t.Fatalf("confined %q made %d page faults: as under bash (%d), not as alone (%d)", cmd, got, bash, alone)
+		}
+	}
+	for _, command := range []string{"env", "cat /proc/self/cmdline", "readlink /proc/self/cwd", "false", "no-such-program-anywhere", "touch /etc/mevedel-direct-denied"} {
+		p := map[string]any{"command": command, "cwd": cwd, "sandbox": box, "env": map[string]string{"MEVEDEL_E2E": "1"}}
+		direct, do := s.runEnded(p)
+		p["command"], p["argv"] = nil, []string{"/bin/bash", "-c", command}
+		viaBash, bo := s.runEnded(p)
+		if command == "env" {
+			direct, viaBash = sortedEnv(direct), sortedEnv(viaBash)
+		}
+		if direct != viaBash || ended(do) != ended(bo) {
+			t.Errorf("confined %q: %q, %s; under bash %q, %s", command, direct, ended(do), viaBash, ended(bo))
+		}
+		if !slices.Equal(do.Facts.SandboxDenials, bo.Facts.SandboxDenials) {
+			t.Errorf("confined %q: denials %v; under bash %v", command, do.Facts.SandboxDenials, bo.Facts.SandboxDenials)
+		}
+	}
+}
