@@ -114,18 +114,22 @@ func sortedEnv(out string) string {
 	return strings.Join(lines, "\n")
 }
 
-// The process's own page faults survive exec: under bash they count
-// bash's start too, and a command run without it has far fewer.
-func TestSimpleCommandRunsWithoutBash(t *testing.T) {
-	t.Parallel()
-	h := startHelper(t)
-	s := h.open(nil)
-	faults := func(p map[string]any) int {
+// pageFaults returns a function that runs a start of p (with extra's
+// parameters too), which must print /proc/self/stat, and returns the
+// minor page faults the process made up to then.
+func pageFaults(t *testing.T, s *session, extra map[string]any) func(p map[string]any) int {
+	return func(p map[string]any) int {
 		t.Helper()
+		for k, v := range extra {
+			p[k] = v
+		}
 		out, o := s.runEnded(p)
 		f := strings.Fields(out[strings.LastIndexByte(out, ')')+1:])
 		if o.Facts.Outcome != execution.Success || len(f) < 8 {
 			t.Fatalf("%v: %q, %s", p, out, ended(o))
+		}
+		if extra["sandbox"] != nil {
+			wantBubblewrap(t, o.Facts)
 		}
 		n, err := strconv.Atoi(f[7]) // minflt, the 10th field
 		if err != nil {
@@ -133,6 +137,15 @@ func TestSimpleCommandRunsWithoutBash(t *testing.T) {
 		}
 		return n
 	}
+}
+
+// The process's own page faults survive exec: under bash they count
+// bash's start too, and a command run without it has far fewer.
+func TestSimpleCommandRunsWithoutBash(t *testing.T) {
+	t.Parallel()
+	h := startHelper(t)
+	s := h.open(nil)
+	faults := pageFaults(t, s, nil)
 	const cmd = "cat /proc/self/stat"
 	for range 3 {
 		bash := faults(map[string]any{"command": nil, "argv": []string{"/bin/bash", "-c", cmd}})
@@ -163,21 +176,7 @@ func TestConfinedSimpleCommandRunsWithoutBash(t *testing.T) {
 	s := h.open(nil)
 	cwd := t.TempDir()
 	box := confined(cwd)
-	faults := func(p map[string]any) int {
-		t.Helper()
-		p["cwd"], p["sandbox"] = cwd, box
-		out, o := s.runEnded(p)
-		f := strings.Fields(out[strings.LastIndexByte(out, ')')+1:])
-		if o.Facts.Outcome != execution.Success || len(f) < 8 {
-			t.Fatalf("%v: %q, %s", p, out, ended(o))
-		}
-		wantBubblewrap(t, o.Facts)
-		n, err := strconv.Atoi(f[7])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	faults := pageFaults(t, s, map[string]any{"cwd": cwd, "sandbox": box})
 	const cmd = "cat /proc/self/stat"
 	for range 3 {
 		bash := faults(map[string]any{"command": nil, "argv": []string{"/bin/bash", "-c", cmd}})

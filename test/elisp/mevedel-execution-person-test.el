@@ -24,28 +24,13 @@
 
 (defmacro mevedel-execution-person-test--with (var &rest body)
   "Run BODY with VAR bound to a session on a fresh helper, as a person.
-The person's sessions live in a temporary directory, the person's
-listener is on, and messages are recorded in
+The person's listener is on, and messages are recorded in
 `mevedel-execution-person-test--messages'."
   (declare (indent 1) (debug (symbolp body)))
-  `(let ((person-dir (make-temp-file "mevedel-ert-person-" t))
-         (mevedel-execution-person-test--messages nil))
-     (unwind-protect
-         (mevedel-execution-test--with-helper ,var
-           (let ((mevedel-execution-person-directory person-dir))
-             (add-hook 'mevedel-execution-event-functions
-                       #'mevedel-execution-person--listener -90)
-             (cl-letf* ((orig (symbol-function 'message))
-                        ((symbol-function 'message)
-                         (lambda (fmt &rest args)
-                           (when fmt
-                             (push (apply #'format fmt args)
-                                   mevedel-execution-person-test--messages))
-                           (apply orig fmt args))))
-               ,@body)))
-       (dolist (b (buffer-list))
-         (when (string-match-p "\\`\\*mevedel" (buffer-name b)) (kill-buffer b)))
-       (delete-directory person-dir t))))
+  `(mevedel-execution-test--as-person ,var mevedel-execution-person-test--messages
+     (add-hook 'mevedel-execution-event-functions
+               #'mevedel-execution-person--listener -90)
+     ,@body))
 
 (defvar mevedel-execution-person-test--messages nil
   "Messages shown during the running test, newest first.")

@@ -22,25 +22,10 @@
 
 (defmacro mevedel-execution-stream-test--with (var &rest body)
   "Run BODY with VAR bound to a session on a fresh helper, as a person.
-The person's sessions live in a temporary directory; messages are
-recorded in `mevedel-execution-stream-test--messages'."
+Messages are recorded in `mevedel-execution-stream-test--messages'."
   (declare (indent 1) (debug (symbolp body)))
-  `(let ((person-dir (make-temp-file "mevedel-ert-person-" t))
-         (mevedel-execution-stream-test--messages nil))
-     (unwind-protect
-         (mevedel-execution-test--with-helper ,var
-           (let ((mevedel-execution-person-directory person-dir))
-             (cl-letf* ((orig (symbol-function 'message))
-                        ((symbol-function 'message)
-                         (lambda (fmt &rest args)
-                           (when fmt
-                             (push (apply #'format fmt args)
-                                   mevedel-execution-stream-test--messages))
-                           (apply orig fmt args))))
-               ,@body)))
-       (dolist (b (buffer-list))
-         (when (string-match-p "\\`\\*mevedel" (buffer-name b)) (kill-buffer b)))
-       (delete-directory person-dir t))))
+  `(mevedel-execution-test--as-person ,var mevedel-execution-stream-test--messages
+     ,@body))
 
 (defun mevedel-execution-stream-test--project ()
   "Return a fresh directory to run a person's commands in."

@@ -321,5 +321,26 @@ A failure says what the panel and the system knew of the process."
   (let ((attrs (process-attributes pid)))
     (or (null attrs) (equal (alist-get 'state attrs) "Z"))))
 
+(defmacro mevedel-execution-test--as-person (var messages &rest body)
+  "Run BODY with VAR bound to a session on a fresh helper, as a person.
+The person's sessions live in a temporary directory, and messages
+are recorded, newest first, in the special variable MESSAGES."
+  (declare (indent 2) (debug (symbolp symbolp body)))
+  `(let ((person-dir (make-temp-file "mevedel-ert-person-" t))
+         (,messages nil))
+     (unwind-protect
+         (mevedel-execution-test--with-helper ,var
+           (let ((mevedel-execution-person-directory person-dir))
+             (cl-letf* ((orig (symbol-function 'message))
+                        ((symbol-function 'message)
+                         (lambda (fmt &rest args)
+                           (when fmt
+                             (push (apply #'format fmt args) ,messages))
+                           (apply orig fmt args))))
+               ,@body)))
+       (dolist (b (buffer-list))
+         (when (string-match-p "\\`\\*mevedel" (buffer-name b)) (kill-buffer b)))
+       (delete-directory person-dir t))))
+
 (provide 'mevedel-execution-test-support)
 ;;; mevedel-execution-test-support.el ends here
