@@ -25,13 +25,15 @@
 (require 'cl-lib)
 (require 'compile)
 (require 'subr-x)
-(require 'mevedel-execution)
 (require 'bench-common
          (expand-file-name "bench-common.el"
                            (file-name-directory
                             (or load-file-name
                                 (bound-and-true-p byte-compile-current-file)
                                 buffer-file-name))))
+;; The facade as a package install leaves it: `compile' is byte code too.
+(bench-common-use-compiled-facade)
+(require 'mevedel-execution)
 
 (defconst firstoutput-bench--runs 20
   "Counted runs of each side.")

@@ -29,35 +29,14 @@
 (require 'cl-lib)
 (require 'subr-x)
 
-;; The facade byte-compiled, as a package install leaves it: copied to
-;; a temporary directory, compiled there by another Emacs (compiling
-;; here would load the sources it requires uncompiled), and first on
-;; `load-path'.
-(let ((src (expand-file-name "../../../elisp"
-                             (file-name-directory
-                              (or load-file-name
-                                  (bound-and-true-p byte-compile-current-file)
-                                  buffer-file-name))))
-      (dir (make-temp-file "live200-elc-" t)))
-  (add-hook 'kill-emacs-hook (lambda () (delete-directory dir t)))
-  ;; Byte code, as measured: no native compilation starting meanwhile.
-  (when (boundp 'native-comp-deferred-compilation)
-    (setq native-comp-deferred-compilation nil))
-  (dolist (file (directory-files src t "\\`mevedel-execution.*\\.el\\'"))
-    (copy-file file (expand-file-name (file-name-nondirectory file) dir)))
-  (unless (eql 0 (apply #'call-process (expand-file-name invocation-name invocation-directory)
-                        nil nil nil "--batch" "-Q" "-L" dir "-f" "batch-byte-compile"
-                        (directory-files dir t "\\.el\\'")))
-    (error "The facade did not compile"))
-  (push dir load-path))
-
-(require 'mevedel-execution)
 (require 'bench-common
          (expand-file-name "bench-common.el"
                            (file-name-directory
                             (or load-file-name
                                 (bound-and-true-p byte-compile-current-file)
                                 buffer-file-name))))
+(bench-common-use-compiled-facade)
+(require 'mevedel-execution)
 
 (defconst live200-bench--count 200 "Live commands in each busy phase.")
 (defconst live200-bench--seconds 20.0 "Length of each phase.")
