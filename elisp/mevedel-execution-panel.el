@@ -308,9 +308,12 @@ Only its runtime and output size may differ: the facts of
 
 (defun mevedel-execution-panel--draw-later ()
   "Draw this panel within `mevedel-execution-panel-stale-seconds'.
-Its runtime clock, when it runs, does it; else a timer."
+Its runtime clock, when it runs, does it; else a timer.  Off screen,
+neither: it is drawn when it comes on screen (see
+`mevedel-execution-panel--on-shown')."
   (setq mevedel-execution-panel--stale t)
-  (unless (or mevedel-execution-panel--timer mevedel-execution-panel--later)
+  (unless (or mevedel-execution-panel--timer mevedel-execution-panel--later
+              (not (mevedel-execution-panel--visible-p)))
     (let ((buffer (current-buffer)))
       (setq mevedel-execution-panel--later
             (run-at-time mevedel-execution-panel-stale-seconds nil
@@ -321,7 +324,9 @@ Its runtime clock, when it runs, does it; else a timer."
   (when (buffer-live-p buffer)
     (with-current-buffer buffer
       (setq mevedel-execution-panel--later nil)
-      (when (and mevedel-execution-panel--stale (not mevedel-execution-panel-closed))
+      ;; Gone off screen meanwhile, it stays stale until it comes back.
+      (when (and mevedel-execution-panel--stale (not mevedel-execution-panel-closed)
+                 (mevedel-execution-panel--visible-p))
         (mevedel-execution-panel--draw-growth)))))
 
 (defun mevedel-execution-panel--draw-growth (&optional clock)
@@ -462,20 +467,27 @@ the inspector (\\<mevedel-execution-panel-mode-map>\\[mevedel-execution-panel-in
             (mevedel-execution-panel--draw-growth (not mevedel-execution-panel--stale)))
         (mevedel-execution-panel--stop-timer)))))
 
-(defun mevedel-execution-panel--on-shown (&rest _)
-  "Size the columns and start the clock when the panel comes on screen.
-Its rows on screen show their growth since at once."
-  (when (derived-mode-p 'mevedel-execution-panel-mode)
-    (mevedel-execution-panel--update-timer)
-    (if (eql mevedel-execution-panel--width (mevedel-execution-panel-window-width))
-        (mevedel-execution-panel-update-cells)
-      (mevedel-execution-panel-redraw))))
+;; Redisplay calls a buffer's own window change functions with the
+;; selected window's buffer current, not the buffer of the window they
+;; are about: a panel shown in another window is made current here.
 
-(defun mevedel-execution-panel--on-resize (&rest _)
-  "Size the columns again when a window showing the panel changed width."
-  (when (and (derived-mode-p 'mevedel-execution-panel-mode)
-             (not (eql mevedel-execution-panel--width (mevedel-execution-panel-window-width))))
-    (mevedel-execution-panel-redraw)))
+(defun mevedel-execution-panel--on-shown (window)
+  "Size the columns and start the clock when the panel comes on screen in WINDOW.
+Its rows on screen show their growth since at once."
+  (with-current-buffer (window-buffer window)
+    (when (derived-mode-p 'mevedel-execution-panel-mode)
+      (mevedel-execution-panel--update-timer)
+      (if (eql mevedel-execution-panel--width (mevedel-execution-panel-window-width))
+          (mevedel-execution-panel--draw-growth (not mevedel-execution-panel--stale))
+        (mevedel-execution-panel-redraw)))))
+
+(defun mevedel-execution-panel--on-resize (window)
+  "Size the columns again when WINDOW, showing the panel, changed width."
+  (with-current-buffer (window-buffer window)
+    (when (and (derived-mode-p 'mevedel-execution-panel-mode)
+               (not (eql mevedel-execution-panel--width
+                         (mevedel-execution-panel-window-width))))
+      (mevedel-execution-panel-redraw))))
 
 (defun mevedel-execution-panel--hidden-check (_frame)
   "Stop the clock of panels that are in no window any more."

@@ -52,12 +52,21 @@
              "the third row")
             (should (equal (mevedel-execution-panel-test--ids) (list a b c)))
             (mevedel-execution-test--wait-until
-             (lambda () (equal (mevedel-execution-panel-test--column c "Output") "3 B"))
-             "the third row's output size")))
-        (should-not (cl-find-if (lambda (timer)
-                                  (string-match-p "mevedel-execution-panel"
-                                                  (prin1-to-string (timer--function timer))))
-                                (append timer-list timer-idle-list)))
+             (lambda () (eql (plist-get (mevedel-execution-panel-facts c) :output-bytes) 3))
+             "the third row's output size")
+            ;; Off screen, the panel keeps no timer: its growth is drawn
+            ;; when it comes on screen, in a window not selected too.
+            (should-not (cl-find-if (lambda (timer)
+                                      (string-match-p "mevedel-execution-panel"
+                                                      (prin1-to-string (timer--function timer))))
+                                    (append timer-list timer-idle-list)))
+            (let ((window (split-window)))
+              (set-window-buffer window panel)
+              (mevedel-execution-panel-test--redisplay window)
+              (should (equal (mevedel-execution-panel-test--column c "Output") "3 B"))
+              (delete-window window)
+              (mevedel-execution-panel-test--redisplay))))
+        (should-not mevedel-execution-panel--timer)
         ;; A monitor's execution shows as one.
         (mevedel-execution-panel-test--changed
          (mevedel-execution-session-id session)
@@ -230,18 +239,63 @@ that comes on screen shows it at once."
                (lambda () (equal (mevedel-execution-panel-test--column (car (last ids)) "Output")
                                  "2 KiB"))
                "the growth of the last row, by the clock")
-              ;; Off screen, nothing; shown again, at once.
+              ;; Off screen, nothing, and no timer to draw it; shown
+              ;; again, at once, in a window that is not selected too.
               (switch-to-buffer (get-buffer-create " other"))
+              (mevedel-execution-panel-test--redisplay)
               (funcall grow 4096)
-              (mevedel-execution-panel--draw-stale panel)
               (with-current-buffer panel
+                (should-not mevedel-execution-panel--timer)
+                (should-not mevedel-execution-panel--later)
+                (mevedel-execution-panel--draw-stale panel)
                 (should (equal (mevedel-execution-panel-test--column (car (last ids)) "Output")
                                "2 KiB")))
-              (switch-to-buffer panel)
-              (run-hook-with-args 'window-buffer-change-functions (selected-window))
-              (should (equal (mevedel-execution-panel-test--column (car (last ids)) "Output") "4 KiB"))
+              (let ((window (split-window)))
+                (set-window-buffer window panel)
+                (mevedel-execution-panel-test--redisplay window)
+                (with-current-buffer panel
+                  (should (equal (mevedel-execution-panel-test--column (car (last ids)) "Output")
+                                 "4 KiB"))
+                  (should mevedel-execution-panel--timer))
+                (delete-window window))
               (should (= redraws 0)))
           (advice-remove 'mevedel-execution-panel-redraw count))))))
+
+(ert-deftest mevedel-execution-panel-test-growth-while-hidden ()
+  "A row whose only growth came while the panel was hidden shows it when shown.
+The helper may name a command first as running, then with newer facts
+that differ only where the row shows none (its pid), and its output in
+`grown': the panel draws none of it off screen, and all of it once it
+is in a window, one not selected too."
+  (mevedel-execution-test--with-helper session
+    (mevedel-execution-panel-test--with-panel session panel
+      (let* ((sid (mevedel-execution-session-id session))
+             (id "exec-zzzzz-000003")
+             (facts (list :executionId id :owner "/root" :command "echo hi; sleep 302"
+                          :label "third" :state "running" :outputBytes 0 :version 2)))
+        (mevedel-execution-panel-test--changed sid facts)
+        (should (equal (mevedel-execution-panel-test--column id "Output") "0 B"))
+        (dolist (params (list (list :sessionId sid
+                                    :changed (vector (append (list :pid 4242 :version 4)
+                                                             facts)))
+                              (list :sessionId sid :changed []
+                                    :grown (vector (list :executionId id :outputBytes 3
+                                                         :version 5)))))
+          (mevedel-execution--dispatch-notification
+           mevedel-execution--current 'exec/changed params))
+        (mevedel-execution-drain)
+        (mevedel-execution-flush-changed)
+        (should (eql (plist-get (mevedel-execution-panel-facts id) :output-bytes) 3))
+        (should-not mevedel-execution-panel--later)
+        (should-not mevedel-execution-panel--timer)
+        (let ((window (split-window)))
+          (set-window-buffer window panel)
+          (mevedel-execution-panel-test--redisplay window)
+          (should (equal (mevedel-execution-panel-test--column id "Output") "3 B"))
+          (should mevedel-execution-panel--timer)
+          (delete-window window)
+          (mevedel-execution-panel-test--redisplay)
+          (should-not mevedel-execution-panel--timer))))))
 
 (ert-deftest mevedel-execution-panel-test-monitor ()
   "A monitor of the real helper shows as one row of kind monitor; k stops it."

@@ -304,6 +304,19 @@ on return."
   ;; Not held to be coalesced with the next one.
   (mevedel-execution-flush-changed))
 
+(defun mevedel-execution-panel-test--redisplay (&rest windows)
+  "Run the window change functions as redisplay runs them after WINDOWS changed.
+Batch Emacs never redisplays.  As redisplay does, each window's
+buffer's own functions run with the selected window's buffer
+current, not the window's; then the global ones, with the frame."
+  (with-current-buffer (window-buffer (selected-window))
+    (dolist (window windows)
+      (when (local-variable-p 'window-buffer-change-functions (window-buffer window))
+        (dolist (fn (buffer-local-value 'window-buffer-change-functions (window-buffer window)))
+          (unless (eq fn t) (funcall fn window)))))
+    (dolist (fn (default-value 'window-buffer-change-functions))
+      (funcall fn (selected-frame)))))
+
 (defun mevedel-execution-panel-test--wait-gone (id what)
   "Wait until the current panel has no row ID; WHAT names the wait.
 A failure says what the panel and the system knew of the process."
