@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"sync"
@@ -255,7 +256,11 @@ func (s *Session) TakeChanged() (changed []Facts, grown []Growth, ok bool) {
 			changed = append(changed, p.f)
 			continue
 		}
-		if last, seen := s.sent[p.e]; seen && grewOnly(last, p.f) {
+		last, seen := s.sent[p.e]
+		if seen && reflect.DeepEqual(last, p.f) {
+			continue // marked twice with nothing new between: no news
+		}
+		if seen && grewOnly(last, p.f) {
 			grown = append(grown, p.f.growth())
 		} else {
 			changed = append(changed, p.f)

@@ -244,6 +244,9 @@ func TestChangedCarriesOnlyWhatChanged(t *testing.T) {
 			ids[g.ExecutionID] = true
 			appearances[g.ExecutionID]++
 			grown[g.ExecutionID]++
+			if f, ok := table[g.ExecutionID]; ok && f.Version == g.Version && f.OutputBytes == g.OutputBytes && f.WallMs == g.WallMs {
+				t.Errorf("exec/changed says %s grew with nothing new: %+v", g.ExecutionID, g)
+			}
 		}
 		if len(p.Grown) > 0 {
 			growthNotes++
