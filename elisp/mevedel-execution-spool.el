@@ -251,7 +251,8 @@ Windows whose point was at the end stay at the end."
                     (ansi-color-apply text)
                   text))
         (when (string-search "\r" text)
-          (mevedel-execution-spool--carriage-motion start (point-max)))))
+          (mevedel-execution-spool--carriage-motion start (point-max)))
+        (mevedel-execution-stream-hold-parse start)))
     (when at-end (goto-char (point-max)))
     (dolist (w windows) (set-window-point w (point-max)))))
 

@@ -132,5 +132,42 @@ its length in the log would not be its length here."
        (not (string-search "\ufffd" output))
        (<= (string-bytes output) (or (plist-get facts :output-bytes) 0))))
 
+(defvar-local mevedel-execution-stream--parse-batch nil
+  "Output held from error parsing: (TIME START . TIMER), or nil.
+TIME is when parsing was last let through; START a marker at the
+first text held since; TIMER lets it through.")
+
+(defun mevedel-execution-stream-hold-parse (start)
+  "Let the text from START be parsed for errors at most every 0.25 s.
+Each parse of `compilation-mode' costs about as much for a line as for
+a page, and redisplay would parse each chunk as it comes: text that
+follows a parse within 0.25 s is marked fontified (its colours show
+anyway) and handed back to jit-lock at the end of that time, in one."
+  (let ((now (float-time))
+        (batch mevedel-execution-stream--parse-batch))
+    (cond
+     ((null batch)
+      (setq mevedel-execution-stream--parse-batch (list now)))
+     ((cddr batch))                    ; held already, the timer is set
+     ((>= (- now (car batch)) 0.25) (setcar batch now))
+     (t
+      (let ((buffer (current-buffer)))
+        (setcdr batch
+                (cons (copy-marker start)
+                      (run-at-time
+                       (- 0.25 (- now (car batch))) nil
+                       (lambda ()
+                         (when (buffer-live-p buffer)
+                           (with-current-buffer buffer
+                             (pcase-let ((`(,_ ,from . ,_) mevedel-execution-stream--parse-batch))
+                               (setq mevedel-execution-stream--parse-batch (list (float-time)))
+                               (with-silent-modifications
+                                 (put-text-property (min from (point-max)) (point-max)
+                                                    'fontified nil))
+                               (set-marker from nil))))))))))))
+  (when (cddr mevedel-execution-stream--parse-batch)
+    (with-silent-modifications
+      (put-text-property start (point-max) 'fontified t))))
+
 (provide 'mevedel-execution-stream)
 ;;; mevedel-execution-stream.el ends here

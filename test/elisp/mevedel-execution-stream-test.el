@@ -142,5 +142,29 @@ is kept until one asks for it."
       (should-not (mevedel-execution-take-early-output sid "exec-unseen"))
       (mevedel-execution-mailbox-test--open gate))))
 
+(ert-deftest mevedel-execution-stream-test-parse-held-for-a-quarter-second ()
+  "Output that follows a parse within 0.25 s waits for the next, in one.
+Until then it is marked fontified, so redisplay does not parse it for
+errors chunk by chunk; `next-error' still finds its errors; then it is
+handed back to jit-lock whole."
+  (with-current-buffer (generate-new-buffer "*mevedel-ert-parse*")
+    (unwind-protect
+        (progn
+          (mevedel-execution-spool-output-mode)
+          (mevedel-execution-spool--insert "first line\n")
+          (should-not (get-text-property 1 'fontified))
+          (let ((held (point-max)))
+            (mevedel-execution-spool--insert "main.c:2:3: error: held\n")
+            (mevedel-execution-spool--insert "another line\n")
+            (should (eq (get-text-property held 'fontified) t))
+            (should (eq (get-text-property (1- (point-max)) 'fontified) t))
+            (compilation--ensure-parse (point-max))
+            (should (get-text-property held 'compilation-message))
+            (mevedel-execution-test--wait-until
+             (lambda () (null (get-text-property held 'fontified)))
+             "the held output handed back")
+            (should-not (get-text-property (1- (point-max)) 'fontified))))
+      (kill-buffer))))
+
 (provide 'mevedel-execution-stream-test)
 ;;; mevedel-execution-stream-test.el ends here
