@@ -449,7 +449,7 @@ func (p *Pool) startEngine(ctx context.Context, t Target, spec launchSpec) (*eng
 	// /dev/null): an engine's command line may drop output that comes
 	// after its input closed.
 	ep := &engineProcess{car: car, inc: inc, nonce: nonce, wrapperEnd: newWrapperEnd()}
-	ep.grp = &Group{pool: p, target: r, id: Identity{Tag: spec.Tag, TTY: spec.TTY, Boot: inc.Key()}}
+	ep.groupControl = groupControl{grp: &Group{pool: p, target: r, id: Identity{Tag: spec.Tag, TTY: spec.TTY, Boot: inc.Key()}}, bound: streamTimeout}
 	br := bufio.NewReaderSize(car, 64<<10)
 	got := make(chan identityLine, 1)
 	go func() { got <- readIdentity(br) }()
@@ -514,8 +514,8 @@ func (p *Pool) startEngine(ctx context.Context, t Target, spec launchSpec) (*eng
 // engineProcess is one command running in a container through the
 // wrapper, over its own engine exec.
 type engineProcess struct {
-	car   *carrier    // immutable; the engine's exec
-	grp   *Group      // immutable
+	car *carrier // immutable; the engine's exec
+	groupControl
 	inc   Incarnation // immutable; the container's when the command started
 	nonce string      // immutable; marks the trailer
 
@@ -638,36 +638,6 @@ func (ep *engineProcess) Replaced() bool { return ep.grp.Replaced() }
 
 // RemoteMode says the command runs through the wrapper.
 func (ep *engineProcess) RemoteMode() string { return ModeWrapper }
-
-func (ep *engineProcess) controlContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ep.grp.pool.life, streamTimeout)
-}
-
-// Signal sends sig to the group and to tagged descendants that left it,
-// once the control shell has proven them ours.
-func (ep *engineProcess) Signal(sig syscall.Signal) error {
-	ctx, cancel := ep.controlContext()
-	defer cancel()
-	return ep.grp.Signal(ctx, sig)
-}
-
-// Interrupt delivers Ctrl-C as Process.Interrupt does.
-func (ep *engineProcess) Interrupt() error {
-	ctx, cancel := ep.controlContext()
-	defer cancel()
-	return ep.grp.Interrupt(ctx)
-}
-
-// Alive reports whether the probe finds the group live.
-func (ep *engineProcess) Alive() bool {
-	ctx, cancel := ep.controlContext()
-	defer cancel()
-	l, err := ep.grp.Probe(ctx)
-	return err == nil && l == Live
-}
-
-// Probe asks the container whether the group is alive.
-func (ep *engineProcess) Probe(ctx context.Context) (Liveness, error) { return ep.grp.Probe(ctx) }
 
 // Write sends input to the terminal; it fails in pipe mode.
 func (ep *engineProcess) Write(b []byte) (int, error) {

@@ -84,10 +84,10 @@ type Identity struct {
 
 // Process is one command running on a host over its own exec channel.
 type Process struct {
-	conn *conn  // immutable; the connection carrying the channel
-	grp  *Group // immutable
-	ch   ssh.Channel
-	out  *bufio.Reader // positioned after the identity line; read by the copy to pr
+	conn *conn // immutable; the connection carrying the channel
+	groupControl
+	ch  ssh.Channel
+	out *bufio.Reader // positioned after the identity line; read by the copy to pr
 
 	stderr capped // what reached the channel's stderr (only what ran before the wrapper)
 
@@ -194,7 +194,7 @@ func (p *Pool) start(ctx context.Context, t Target, spec launchSpec) (*Process, 
 // opened on c, after a pty request if tty.
 func (p *Pool) launch(c *conn, ch ssh.Channel, reqs <-chan *ssh.Request, r resolved, tty bool, term, command string) (*Process, error) {
 	proc := &Process{conn: c, ch: ch, wrapperEnd: newWrapperEnd()}
-	proc.grp = &Group{pool: p, target: r}
+	proc.groupControl = groupControl{grp: &Group{pool: p, target: r}, bound: p.cfg.DialTimeout + 10*time.Second}
 	if !p.spawn(func() { proc.serveRequests(reqs) }) ||
 		!p.spawn(func() { _, _ = io.Copy(&proc.stderr, ch.Stderr()) }) {
 		ch.Close()
@@ -460,41 +460,45 @@ func (proc *Process) Identity() Identity { return proc.grp.id }
 // Group is the remote group, for probes and signals bounded by a context.
 func (proc *Process) Group() *Group { return proc.grp }
 
-// controlTimeout bounds one control round trip made without a caller's
-// context.
-func (proc *Process) controlContext() (context.Context, context.CancelFunc) {
-	p := proc.grp.pool
-	return context.WithTimeout(p.life, p.cfg.DialTimeout+10*time.Second)
+// groupControl is what both wrappers (an SSH channel, an engine exec) do
+// to their command's group through the host: signal, interrupt, probe.
+type groupControl struct {
+	grp   *Group        // immutable
+	bound time.Duration // immutable; one control round trip made without a caller's context
+}
+
+func (g groupControl) controlContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(g.grp.pool.life, g.bound)
 }
 
 // Signal sends sig to the group and to tagged descendants that left it,
 // only once the same remote script has proven them ours; ErrAmbiguous
 // when it could not.
-func (proc *Process) Signal(sig syscall.Signal) error {
-	ctx, cancel := proc.controlContext()
+func (g groupControl) Signal(sig syscall.Signal) error {
+	ctx, cancel := g.controlContext()
 	defer cancel()
-	return proc.grp.Signal(ctx, sig)
+	return g.grp.Signal(ctx, sig)
 }
 
 // Interrupt delivers Ctrl-C: SIGINT to the terminal's foreground group in
 // tty mode, to the process group otherwise. ESRCH when nothing is left.
-func (proc *Process) Interrupt() error {
-	ctx, cancel := proc.controlContext()
+func (g groupControl) Interrupt() error {
+	ctx, cancel := g.controlContext()
 	defer cancel()
-	return proc.grp.Interrupt(ctx)
+	return g.grp.Interrupt(ctx)
 }
 
 // Alive reports whether the probe finds the group live. Dead, Ambiguous
 // (never ours to signal) and a failed probe are all "not alive".
-func (proc *Process) Alive() bool {
-	ctx, cancel := proc.controlContext()
+func (g groupControl) Alive() bool {
+	ctx, cancel := g.controlContext()
 	defer cancel()
-	l, err := proc.grp.Probe(ctx)
+	l, err := g.grp.Probe(ctx)
 	return err == nil && l == Live
 }
 
 // Probe asks the host, in one round trip, whether the group is alive.
-func (proc *Process) Probe(ctx context.Context) (Liveness, error) { return proc.grp.Probe(ctx) }
+func (g groupControl) Probe(ctx context.Context) (Liveness, error) { return g.grp.Probe(ctx) }
 
 // Write sends input to the terminal; it fails in pipe mode.
 func (proc *Process) Write(b []byte) (int, error) {
