@@ -8,20 +8,36 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 )
 
-// tagged reports whether a process carrying tag in its environment exists.
+// tagged reports whether a live child of this process carries tag in its
+// environment. A child's exec closes the pipe its start waits on before
+// the kernel has set the bounds of its new environment, so for a moment
+// it shows an empty one: that is read again, within a bound, until it
+// fills.
 func tagged(tag string) bool {
-	d, err := os.ReadDir("/proc")
-	if err != nil {
+	pids, ok := ownChildren()
+	if !ok {
 		return false
 	}
-	for _, e := range d {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		if b, err := os.ReadFile("/proc/" + e.Name() + "/environ"); err == nil && bytes.Contains(b, []byte(tag+"\x00")) {
-			return true
+	var buf []byte
+	for _, pid := range pids {
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			b, ok := readEnviron(pid, &buf)
+			if p, alive := Stat(pid); !ok || !alive || !p.Alive() {
+				break
+			}
+			if len(b) > 0 {
+				if bytes.Contains(b, []byte(tag+"\x00")) {
+					return true
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Microsecond) // polling, bounded by deadline
 		}
 	}
 	return false
