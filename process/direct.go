@@ -98,6 +98,18 @@ func directCommand(bash, command string, env []string, dir string) (path string,
 // of words bash takes literally: no expansion, no escape, no redirection
 // or assignment, run in the foreground.
 func literalWords(command string) ([]string, bool) {
+	words, ok := plainWords(command)
+	if !ok {
+		words, ok = parsedWords(command)
+	}
+	if !ok || bashKeywords[words[0]] {
+		return nil, false
+	}
+	return words, true
+}
+
+// parsedWords is literalWords through bash's grammar.
+func parsedWords(command string) ([]string, bool) {
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(command), "")
 	if err != nil || len(f.Stmts) != 1 {
 		return nil, false
@@ -143,11 +155,35 @@ func literalWords(command string) ([]string, bool) {
 		}
 		words = append(words, b.String())
 	}
-	if bashKeywords[words[0]] {
+	return words, true
+}
+
+// plainWords splits a command of words made only of bytes no shell
+// treats specially (letters, digits and / . _ - + , : @ % =), separated
+// by blanks, as the parser would, without it: the parser costs a start
+// more than the rest of the decision. A first word with = (which could be
+// an assignment) or that is a keyword, and anything else, are left to the
+// parser.
+func plainWords(command string) ([]string, bool) {
+	for i := 0; i < len(command); i++ {
+		if c := command[i]; !plainByte[c] && c != ' ' && c != '\t' {
+			return nil, false
+		}
+	}
+	words := strings.Fields(command)
+	if len(words) == 0 || strings.IndexByte(words[0], '=') >= 0 || bashKeywords[words[0]] {
 		return nil, false
 	}
 	return words, true
 }
+
+// plainByte marks the bytes plainWords takes as they are.
+var plainByte = func() (t [256]bool) {
+	for _, c := range []byte("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+,:@%=") {
+		t[c] = true
+	}
+	return t
+}()
 
 // findProgram finds name as bash would and returns the path bash would
 // exec (and set $_ to): an absolute name as it is, else the first
