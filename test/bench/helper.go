@@ -32,7 +32,8 @@ var helperEnv []string
 
 // BENCH_HELPER_PROFILE=DIR builds the helper with its profiling
 // (-tags benchprofile) and has each helper started write
-// DIR/helper-N.cpu.pprof and DIR/helper-N.allocs.pprof.
+// DIR/helper-N.cpu.pprof and DIR/helper-N.allocs.pprof (and with
+// BENCH_HELPER_TRACE=1 an execution trace, DIR/helper-N.trace).
 var profileDir = os.Getenv("BENCH_HELPER_PROFILE")
 
 // profiled counts the helpers started with a profile.
@@ -60,6 +61,9 @@ func startHelper(ctx context.Context, bin, home string) (*helper, error) {
 	if profileDir != "" {
 		profiled++
 		env = append(env, fmt.Sprintf("MEVEDEL_EXEC_PROFILE=%s/helper-%d", profileDir, profiled))
+		if os.Getenv("BENCH_HELPER_TRACE") != "" {
+			env = append(env, "MEVEDEL_EXEC_TRACE=1")
+		}
 	}
 	c, err := client.Start(client.Options{Bin: bin, Env: env, Dir: home, Stderr: h.stderr, OwnGroup: true}, nil)
 	if err != nil {
