@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mevedel/mevedel-exec/internal/shwords"
 	"golang.org/x/sys/unix"
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -98,11 +99,11 @@ func directCommand(bash, command string, env []string, dir string) (path string,
 // of words bash takes literally: no expansion, no escape, no redirection
 // or assignment, run in the foreground.
 func literalWords(command string) ([]string, bool) {
-	words, ok := plainWords(command)
+	words, ok := shwords.Plain(command)
 	if !ok {
 		words, ok = parsedWords(command)
 	}
-	if !ok || bashKeywords[words[0]] {
+	if !ok || shwords.Keywords[words[0]] {
 		return nil, false
 	}
 	return words, true
@@ -157,33 +158,6 @@ func parsedWords(command string) ([]string, bool) {
 	}
 	return words, true
 }
-
-// plainWords splits a command of words made only of bytes no shell
-// treats specially (letters, digits and / . _ - + , : @ % =), separated
-// by blanks, as the parser would, without it: the parser costs a start
-// more than the rest of the decision. A first word with = (which could be
-// an assignment) or that is a keyword, and anything else, are left to the
-// parser.
-func plainWords(command string) ([]string, bool) {
-	for i := 0; i < len(command); i++ {
-		if c := command[i]; !plainByte[c] && c != ' ' && c != '\t' {
-			return nil, false
-		}
-	}
-	words := strings.Fields(command)
-	if len(words) == 0 || strings.IndexByte(words[0], '=') >= 0 || bashKeywords[words[0]] {
-		return nil, false
-	}
-	return words, true
-}
-
-// plainByte marks the bytes plainWords takes as they are.
-var plainByte = func() (t [256]bool) {
-	for _, c := range []byte("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+,:@%=") {
-		t[c] = true
-	}
-	return t
-}()
 
 // findProgram finds name as bash would and returns the path bash would
 // exec (and set $_ to): an absolute name as it is, else the first
@@ -309,8 +283,6 @@ var bashVars = setOf(`BASH_ENV ENV SHELLOPTS BASHOPTS POSIXLY_CORRECT EXECIGNORE
 	OPTERR OPTIND PPID PS1 PS2 PS4 RANDOM SRANDOM SECONDS`)
 
 var bashBuiltins = setOf(". : [ alias bg bind break builtin caller cd command compgen complete compopt continue declare dirs disown echo enable eval exec exit export false fc fg getopts hash help history jobs kill let local logout mapfile popd printf pushd pwd read readarray readonly return set shift shopt source suspend test times trap true type typeset ulimit umask unalias unset wait")
-
-var bashKeywords = setOf("if then else elif fi case esac for select while until do done in function time { } ! [[ ]] coproc")
 
 func setOf(words string) map[string]bool {
 	m := map[string]bool{}

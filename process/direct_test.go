@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/mevedel/mevedel-exec/internal/shwords"
 )
 
 func TestDirectCommandOnlyWhenBashWouldJustExec(t *testing.T) {
@@ -79,7 +81,7 @@ func TestPlainWordsSplitAsTheParserDoes(t *testing.T) {
 	}
 	taken := 0
 	for _, c := range corpus {
-		fast, ok := plainWords(c)
+		fast, ok := shwords.Plain(c)
 		if !ok {
 			continue
 		}
