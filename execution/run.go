@@ -277,6 +277,9 @@ type chunkReader interface {
 	ReadChunk() ([]byte, error)
 }
 
+// copyBufs holds first output read buffers between executions.
+var copyBufs = sync.Pool{New: func() any { return new([copyMin]byte) }}
+
 // growthGrid is the start of the windows growth is announced in.
 var growthGrid = time.Now()
 
@@ -285,8 +288,15 @@ var growthGrid = time.Now()
 // blocks on a full pipe while it is being stopped.
 func (e *Execution) copyOutput(r io.Reader) {
 	// Small while the command is quiet (hundreds of idle executions cost
-	// little), doubled whenever a read fills it, up to copyMax.
-	buf := make([]byte, copyMin)
+	// little), doubled whenever a read fills it, up to copyMax. The first
+	// is a pooled one: most commands never print past it.
+	first := copyBufs.Get().(*[copyMin]byte)
+	buf := first[:]
+	defer func() {
+		if &buf[0] == &first[0] {
+			copyBufs.Put(first)
+		}
+	}()
 	// Growth is announced at most once per window of a grid every
 	// execution shares (growthGrid): at once when none was announced in
 	// the current window, else at its end, so a panel never keeps a stale

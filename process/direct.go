@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mevedel/mevedel-exec/internal/shwords"
 	"golang.org/x/sys/unix"
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -98,6 +99,18 @@ func directCommand(bash, command string, env []string, dir string) (path string,
 // of words bash takes literally: no expansion, no escape, no redirection
 // or assignment, run in the foreground.
 func literalWords(command string) ([]string, bool) {
+	words, ok := shwords.Plain(command)
+	if !ok {
+		words, ok = parsedWords(command)
+	}
+	if !ok || shwords.Keywords[words[0]] {
+		return nil, false
+	}
+	return words, true
+}
+
+// parsedWords is literalWords through bash's grammar.
+func parsedWords(command string) ([]string, bool) {
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(command), "")
 	if err != nil || len(f.Stmts) != 1 {
 		return nil, false
@@ -142,9 +155,6 @@ func literalWords(command string) ([]string, bool) {
 			}
 		}
 		words = append(words, b.String())
-	}
-	if bashKeywords[words[0]] {
-		return nil, false
 	}
 	return words, true
 }
@@ -273,8 +283,6 @@ var bashVars = setOf(`BASH_ENV ENV SHELLOPTS BASHOPTS POSIXLY_CORRECT EXECIGNORE
 	OPTERR OPTIND PPID PS1 PS2 PS4 RANDOM SRANDOM SECONDS`)
 
 var bashBuiltins = setOf(". : [ alias bg bind break builtin caller cd command compgen complete compopt continue declare dirs disown echo enable eval exec exit export false fc fg getopts hash help history jobs kill let local logout mapfile popd printf pushd pwd read readarray readonly return set shift shopt source suspend test times trap true type typeset ulimit umask unalias unset wait")
-
-var bashKeywords = setOf("if then else elif fi case esac for select while until do done in function time { } ! [[ ]] coproc")
 
 func setOf(words string) map[string]bool {
 	m := map[string]bool{}

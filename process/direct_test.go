@@ -1,10 +1,13 @@
 package process
 
 import (
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/mevedel/mevedel-exec/internal/shwords"
 )
 
 func TestDirectCommandOnlyWhenBashWouldJustExec(t *testing.T) {
@@ -56,5 +59,44 @@ func TestDirectCommandOnlyWhenBashWouldJustExec(t *testing.T) {
 	}
 	if slices.Contains(got, "OLDPWD=/no/such") || slices.Contains(got, "_=x") {
 		t.Errorf("environment %q keeps what bash drops", got)
+	}
+}
+
+// The fast split must give exactly the parser's words wherever it takes
+// a command, and the common plain commands must not need the parser.
+func TestPlainWordsSplitAsTheParserDoes(t *testing.T) {
+	corpus := []string{
+		"true", "make test", "go test ./...", "git status", "  ls\t-l  /tmp ", "ls a=b --x=1,2 @x %y +z :w",
+		"x=1 ls", "a= b", "=x", "ls #c", "ls;", "ls &", "ls\n", "ls 'a'", "", "   ", "!", "ls ~", "if", "time ls",
+	}
+	// Half of the commands from the bytes it takes, half with the rest.
+	alphabet := []byte("ab=/._-+,:@% \tif#;&|'\"$~!*?[]{}()<>\\\n")
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for k := range 20000 {
+		b := make([]byte, 1+rnd.IntN(12))
+		for i := range b {
+			b[i] = alphabet[rnd.IntN(len(alphabet)-k%2*21)]
+		}
+		corpus = append(corpus, string(b))
+	}
+	taken := 0
+	for _, c := range corpus {
+		fast, ok := shwords.Plain(c)
+		if !ok {
+			continue
+		}
+		taken++
+		parsed, pok := parsedWords(c)
+		if !pok || !slices.Equal(fast, parsed) {
+			t.Fatalf("%q: split into %q, the parser says %q (%v)", c, fast, parsed, pok)
+		}
+	}
+	if taken < 5000 {
+		t.Fatalf("only %d of %d commands split without the parser", taken, len(corpus))
+	}
+	for _, c := range []string{"make test", "go test ./...", "git status", "true"} {
+		if n := testing.AllocsPerRun(20, func() { literalWords(c) }); n > 2 {
+			t.Errorf("%q: %v allocations to split, want the parser left out", c, n)
+		}
 	}
 }

@@ -60,22 +60,48 @@ func parseStat(pid int, buf []byte) (Info, bool) {
 	// cminflt majflt cmajflt utime stime cutime cstime priority nice
 	// num_threads itrealvalue starttime ...
 	var f [20][]byte
-	n := 0
-	for _, field := range bytes.Fields(b[i+2:]) {
-		if n == len(f) {
-			break
-		}
-		f[n] = field
-		n++
-	}
-	if n < 20 || len(f[0]) == 0 {
+	if fields(b[i+2:], f[:]) < len(f) || len(f[0]) == 0 {
 		return Info{}, false
 	}
 	p := Info{Pid: pid, State: f[0][0]}
-	p.PPid, _ = strconv.Atoi(string(f[1]))
-	p.Pgrp, _ = strconv.Atoi(string(f[2]))
-	p.Start, _ = strconv.ParseUint(string(f[19]), 10, 64)
+	p.PPid = atoi(f[1])
+	p.Pgrp = atoi(f[2])
+	p.Start = uint64(atoi(f[19]))
 	return p, true
+}
+
+// fields fills f with the first space-separated fields of b (a line of
+// /proc) and returns how many it found; unlike bytes.Fields it allocates
+// nothing.
+func fields(b []byte, f [][]byte) int {
+	n := 0
+	for n < len(f) {
+		for len(b) > 0 && (b[0] == ' ' || b[0] == '\n') {
+			b = b[1:]
+		}
+		if len(b) == 0 {
+			break
+		}
+		end := bytes.IndexAny(b, " \n")
+		if end < 0 {
+			end = len(b)
+		}
+		f[n], b = b[:end], b[end:]
+		n++
+	}
+	return n
+}
+
+// atoi reads a decimal number of /proc; anything else is 0.
+func atoi(b []byte) int {
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' || n > (1<<62)/10 {
+			return 0
+		}
+		n = 10*n + int(c-'0')
+	}
+	return n
 }
 
 // Alive reports whether the process can still run: zombies (and dead
@@ -134,17 +160,29 @@ func Environ(pid int) ([]string, bool) {
 // started are left out; the reaper knows those already. One read instead
 // of one per thread; every thread's when the main one's cannot be read.
 func adoptedChildren() (pids []int, ok bool) {
-	b, ok := readProcFile("/proc/self/task/"+strconv.Itoa(os.Getpid())+"/children", make([]byte, 4096))
+	b, ok := readProcFile(mainChildren, childrenBuf[:])
 	if !ok {
 		return ownChildren()
 	}
-	for _, f := range bytes.Fields(b) {
-		if pid, err := strconv.Atoi(string(f)); err == nil {
+	pid := 0
+	for _, c := range append(b, ' ') {
+		switch {
+		case '0' <= c && c <= '9':
+			pid = 10*pid + int(c-'0')
+		case pid > 0:
 			pids = append(pids, pid)
+			pid = 0
 		}
 	}
 	return pids, true
 }
+
+// mainChildren lists the main thread's children; childrenBuf is where
+// adoptedChildren reads it, under the reaper's lock.
+var (
+	mainChildren = "/proc/self/task/" + strconv.Itoa(os.Getpid()) + "/children"
+	childrenBuf  [4096]byte
+)
 
 // ownChildren lists this process's children from
 // /proc/self/task/*/children (each thread lists the children it forked).

@@ -115,10 +115,11 @@ type Journal struct {
 	closed   bool          // guarded by mu
 
 	// Owned by the writer goroutine once it runs (by Open before).
-	syncedEnd int64 // fileEnd at the last good fsync
-	unsynced  bool  // written but not yet fsynced
-	repair    bool  // a failed write or fsync left the file's tail unknown
-	newline   bool  // that tail could not be cut off: start the next write on a fresh line
+	syncedEnd int64  // fileEnd at the last good fsync
+	unsynced  bool   // written but not yet fsynced
+	wbuf      []byte // the last write's buffer, for the next
+	repair    bool   // a failed write or fsync left the file's tail unknown
+	newline   bool   // that tail could not be cut off: start the next write on a fresh line
 	backoff   time.Duration
 
 	// afterSnapshot, when set (tests only, before the writer starts), runs

@@ -138,7 +138,15 @@ func (j *Journal) write() error {
 	for _, e := range batch {
 		size += len(e.line) + 1
 	}
-	buf := make([]byte, 0, size+1)
+	// The writer's buffer is kept between writes, unless a backlog made
+	// it large.
+	buf := j.wbuf[:0]
+	if cap(buf) < size+1 {
+		buf = make([]byte, 0, size+1)
+	}
+	if cap(buf) <= maxKeptWriteBuf {
+		j.wbuf = buf
+	}
 	if j.newline {
 		buf = append(buf, '\n')
 	}
@@ -168,6 +176,9 @@ func (j *Journal) write() error {
 	j.mu.Unlock()
 	return nil
 }
+
+// maxKeptWriteBuf is the largest write buffer the writer keeps.
+const maxKeptWriteBuf = 64 << 10
 
 // sync fsyncs written records, if any, publishes the durable seq and lets
 // go of the records it covers.

@@ -284,10 +284,15 @@ func serveDaemon(sock string, idle, stall time.Duration, ready io.WriteCloser) i
 	return exitCode(srv.ServeDaemon(l, idle), logger)
 }
 
+// startProfile starts profiling the helper and returns what ends it:
+// nothing but in a build for the benchmarks (profile.go).
+var startProfile = func() (stop func()) { return func() {} }
+
 // helperProcess makes this process a helper: its logging, the signals
 // that shut it down, the native shim and the child subreaper. done stops
 // the reaper once everything has ended.
 func helperProcess(logger *log.Logger) (signals chan os.Signal, done func()) {
+	stopProfile := startProfile()
 	execution.SetLogger(logger)
 	process.SetLogger(logger)
 	// Caught from the start, so none of them kills the helper before its
@@ -311,5 +316,6 @@ func helperProcess(logger *log.Logger) (signals chan os.Signal, done func()) {
 	return signals, func() {
 		close(stop)
 		waitReaper()
+		stopProfile()
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/mevedel/mevedel-exec/internal/shwords"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -148,6 +149,21 @@ func (a *analyzer) script(src string, depth int, origin string) {
 		a.add(Complex, "brackets nested more than %d deep", maxBrackets)
 		return
 	}
+	if words, ok := shwords.Plain(src); ok {
+		// One simple command of literal words: the parser's tree would
+		// hold just these, so its walk is made on them at once.
+		args := make([]arg, len(words))
+		for i, word := range words {
+			args[i] = literal(word)
+		}
+		(&walker{a: a, src: src, depth: depth}).simple(args)
+		return
+	}
+	a.parsed(src, depth, origin)
+}
+
+// parsed is script through the parser.
+func (a *analyzer) parsed(src string, depth int, origin string) {
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
 	if err != nil {
 		if origin == "" {

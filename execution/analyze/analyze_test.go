@@ -1,8 +1,12 @@
 package analyze
 
 import (
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mevedel/mevedel-exec/internal/shwords"
 )
 
 type testCase struct {
@@ -369,5 +373,65 @@ func TestDeepBracketsAreComplexNotACrash(t *testing.T) {
 	}
 	if r := Command(strings.Repeat("(", 500) + "ls" + strings.Repeat(")", 500)); r.Class != ReadOnly {
 		t.Errorf("500 levels: %v, want it parsed", r)
+	}
+}
+
+// A command of plain words is judged without the parser, exactly as the
+// parser's walk judges it: over the table's commands, every command and
+// wrapper the analyser knows with option-like and path-like arguments,
+// and random plain words.
+func TestPlainWordsJudgedAsParsed(t *testing.T) {
+	var srcs []string
+	for _, tc := range cases {
+		srcs = append(srcs, tc.src)
+	}
+	var names []string
+	for n := range readOnly {
+		names = append(names, n)
+	}
+	for n := range detaching {
+		names = append(names, n)
+	}
+	for n := range wrappers {
+		names = append(names, n)
+	}
+	for n := range checkers {
+		names = append(names, n)
+	}
+	names = append(names, "rm", "git", "bg", "cp", "/bin/rm", "./x", "make", "true", "[")
+	argsets := []string{"", " -f", " -i x", " --help", " -n 5 file", " status", " log --oneline", " push", " -- rm x",
+		" -c ls", " sh -c ls", " ls", " rm -rf /tmp/x", " -s 9 1", " 1", " %1", " a=b", " -o out", " --output=x x"}
+	for _, n := range names {
+		for _, a := range argsets {
+			srcs = append(srcs, n+a)
+		}
+	}
+	rnd := rand.New(rand.NewPCG(3, 4))
+	alphabet := []byte("abcdefgilmnorstx-=/. ")
+	for range 5000 {
+		b := make([]byte, 1+rnd.IntN(14))
+		for i := range b {
+			b[i] = alphabet[rnd.IntN(len(alphabet))]
+		}
+		srcs = append(srcs, string(b))
+	}
+	plain := 0
+	for _, src := range srcs {
+		if _, ok := shwords.Plain(src); !ok {
+			continue
+		}
+		plain++
+		var a analyzer
+		a.parsed(src, 0, "")
+		want, got := a.result(), Command(src)
+		if got.Class != want.Class || !slices.Equal(got.Reasons, want.Reasons) {
+			t.Errorf("%q: judged %s %q without the parser, %s %q with it", src, got.Class, got.Reasons, want.Class, want.Reasons)
+		}
+	}
+	if plain < 2000 {
+		t.Fatalf("only %d of %d commands were plain words", plain, len(srcs))
+	}
+	if n := testing.AllocsPerRun(20, func() { Command("go test ./...") }); n > 12 {
+		t.Errorf("%v allocations to judge go test ./..., want the parser left out", n)
 	}
 }

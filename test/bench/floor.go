@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -70,6 +73,7 @@ func (b *bench) spawnFloor(ctx context.Context) ([]row, error) {
 
 	var helperAlone, bareAlone []time.Duration
 	var helperConc, bareConc time.Duration
+	var helperCPU, bareCPU cpuUse
 	err = b.withHelper(ctx, home, func(h *helper, s *session) error {
 		start := func() error {
 			o, err := s.startWait(ctx, "true", cwd)
@@ -98,12 +102,16 @@ func (b *bench) spawnFloor(ctx context.Context) ([]row, error) {
 			bareAlone = append(bareAlone, time.Since(t0))
 		}
 		var err error
+		c0 := cpuNow(h.pid())
 		if bareConc, err = concurrently(bare); err != nil {
 			return err
 		}
+		c1 := cpuNow(h.pid())
 		if helperConc, err = concurrently(start); err != nil {
 			return err
 		}
+		c2 := cpuNow(h.pid())
+		bareCPU, helperCPU = c1.sub(c0), c2.sub(c1)
 		return nil
 	})
 	if err != nil {
@@ -114,6 +122,12 @@ func (b *bench) spawnFloor(ctx context.Context) ([]row, error) {
 	conc := helperConc.Seconds() / bareConc.Seconds()
 	fmt.Printf("spawn floor: exec/start true p50 %s p90 %s; bare fork+exec of true p50 %s p90 %s; %d at a time: %s against %s per start\n",
 		ms(hp50), ms(percentile(helperAlone, 90)), ms(bp50), ms(percentile(bareAlone, 90)), floorConcurrent, ms(helperConc), ms(bareConc))
+	// Where the CPU of a start goes: with both cores busy, the ratio of
+	// these totals is about the ratio of the times per start.
+	n := time.Duration(floorConcurrent * floorPerStarter)
+	fmt.Printf("  CPU per start, %d at a time: helper %s, its children (shim and command) %s, client %s, in all %s; bare: children %s, starter %s, in all %s\n",
+		floorConcurrent, ms(helperCPU.helper/n), ms(helperCPU.children/n), ms(helperCPU.self/n), ms(helperCPU.total()/n),
+		ms(bareCPU.bareChildren/n), ms(bareCPU.self/n), ms(bareCPU.total()/n))
 	return []row{
 		{
 			measure:  fmt.Sprintf("exec/start true p50, alone (n=%d)", floorRuns),
@@ -132,4 +146,44 @@ func (b *bench) spawnFloor(ctx context.Context) ([]row, error) {
 			result:   verdict(conc <= targetFloorConc),
 		},
 	}, nil
+}
+
+// cpuUse is CPU time spent, by whom.
+type cpuUse struct {
+	self         time.Duration // this process: the client, or the bare starter
+	bareChildren time.Duration // children this process waited for
+	helper       time.Duration // the helper itself
+	children     time.Duration // children the helper waited for: shims, commands
+}
+
+func (c cpuUse) total() time.Duration { return c.self + c.bareChildren + c.helper + c.children }
+
+func (c cpuUse) sub(o cpuUse) cpuUse {
+	return cpuUse{c.self - o.self, c.bareChildren - o.bareChildren, c.helper - o.helper, c.children - o.children}
+}
+
+// cpuNow reads the CPU time of this process and its waited-for children,
+// and of the helper pid and its waited-for children.
+func cpuNow(pid int) cpuUse {
+	var u cpuUse
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		u.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	if syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru) == nil {
+		u.bareChildren = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return u
+	}
+	st := string(b)
+	f := strings.Fields(st[strings.LastIndexByte(st, ')')+2:])
+	tick := func(i int) time.Duration {
+		v, _ := strconv.ParseInt(f[i], 10, 64)
+		return time.Duration(v) * time.Second / clockTicks
+	}
+	u.helper = tick(11) + tick(12)
+	u.children = tick(13) + tick(14)
+	return u
 }

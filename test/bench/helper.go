@@ -5,6 +5,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -28,12 +30,42 @@ type helper struct {
 // remote benchmark's mode).
 var helperEnv []string
 
+// BENCH_HELPER_PROFILE=DIR builds the helper with its profiling
+// (-tags benchprofile) and has each helper started write
+// DIR/helper-N.cpu.pprof and DIR/helper-N.allocs.pprof (and with
+// BENCH_HELPER_TRACE=1 an execution trace, DIR/helper-N.trace).
+var profileDir = os.Getenv("BENCH_HELPER_PROFILE")
+
+// profiled counts the helpers started with a profile.
+var profiled int
+
+// buildHelper builds the helper the benchmarks run to bin.
+func buildHelper(ctx context.Context, bin string) error {
+	if profileDir == "" {
+		return testsupport.BuildHelper(ctx, bin, false)
+	}
+	progress("the helper writes its profiles to %s", profileDir)
+	b, err := exec.CommandContext(ctx, "go", "build", "-tags", "benchprofile", "-o", bin, "github.com/mevedel/mevedel-exec/cmd/mevedel-exec").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("building the helper: %v\n%s", err, b)
+	}
+	return nil
+}
+
 func startHelper(ctx context.Context, bin, home string) (*helper, error) {
 	h := &helper{stderr: &testsupport.Buffer{}}
 	// Its own process group: a Ctrl-C at the terminal reaches only this
 	// program, which then shuts the helper down in order. Notifications
 	// (exec/changed, exec/settled, ...) are not needed here.
-	c, err := client.Start(client.Options{Bin: bin, Env: append(minimalEnv(home), helperEnv...), Dir: home, Stderr: h.stderr, OwnGroup: true}, nil)
+	env := append(minimalEnv(home), helperEnv...)
+	if profileDir != "" {
+		profiled++
+		env = append(env, fmt.Sprintf("MEVEDEL_EXEC_PROFILE=%s/helper-%d", profileDir, profiled))
+		if os.Getenv("BENCH_HELPER_TRACE") != "" {
+			env = append(env, "MEVEDEL_EXEC_TRACE=1")
+		}
+	}
+	c, err := client.Start(client.Options{Bin: bin, Env: env, Dir: home, Stderr: h.stderr, OwnGroup: true}, nil)
 	if err != nil {
 		return nil, err
 	}

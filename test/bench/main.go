@@ -50,7 +50,6 @@ import (
 	"time"
 
 	"github.com/mevedel/mevedel-exec/execution"
-	"github.com/mevedel/mevedel-exec/internal/testsupport"
 )
 
 const usage = `usage: go run ./test/bench BENCH
@@ -149,7 +148,7 @@ func run(ctx context.Context, which string) error {
 
 	bin := filepath.Join(work, "mevedel-exec")
 	progress("building the helper (%s)", bin)
-	if err := testsupport.BuildHelper(ctx, bin, false); err != nil {
+	if err := buildHelper(ctx, bin); err != nil {
 		return err
 	}
 
