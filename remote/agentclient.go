@@ -316,8 +316,7 @@ type agentProcess struct {
 	consumed int        // guarded by mu; read since the last credit
 	lent     []byte     // guarded by mu; the chunk ReadChunk handed out last
 	closed   bool       // guarded by mu; CloseOutput was called
-	received int64      // guarded by mu; output bytes that came
-	flooding bool       // guarded by mu; counted among the floods (flood.go)
+	flood    floodMeter // guarded by mu; whether the output floods (flood.go)
 
 	lost        atomic.Pointer[Group] // the group by identity, once the channel is gone
 	exited      chan struct{}         // closed once exit is set
@@ -342,10 +341,8 @@ func (ap *agentProcess) push(b []byte) {
 		ap.cond.Broadcast() // only an empty queue has a reader waiting
 	}
 	ap.chunks = append(ap.chunks, b)
-	ap.received += int64(len(b))
-	if ap.received >= floodAfter && !ap.flooding && !ap.eof {
-		ap.flooding = true
-		floodStarted()
+	if !ap.eof {
+		ap.flood.add(len(b), &ap.mu)
 	}
 	ap.mu.Unlock()
 }
@@ -354,16 +351,8 @@ func (ap *agentProcess) endOutput() {
 	ap.mu.Lock()
 	ap.eof = true
 	ap.cond.Broadcast()
-	ap.endFloodLocked()
+	ap.flood.stop()
 	ap.mu.Unlock()
-}
-
-// endFloodLocked ends the execution's flood, if it was one.
-func (ap *agentProcess) endFloodLocked() {
-	if ap.flooding {
-		ap.flooding = false
-		floodEnded()
-	}
 }
 
 func (ap *agentProcess) setExit(e process.Exit, err error) {
@@ -415,7 +404,7 @@ func (r agentOutput) Read(b []byte) (int, error) {
 		}
 	}
 	grant := ap.consumedLocked(n)
-	aim := grant > 0 && ap.flooding
+	aim := grant > 0 && ap.flood.flooding()
 	ap.mu.Unlock()
 	ap.grant(grant, aim)
 	return n, nil
@@ -443,7 +432,7 @@ func (r agentOutput) ReadChunk() ([]byte, error) {
 	ap.chunks[0] = nil
 	ap.chunks, ap.off = ap.chunks[1:], 0
 	grant := ap.consumedLocked(len(b))
-	aim := grant > 0 && ap.flooding
+	aim := grant > 0 && ap.flood.flooding()
 	ap.mu.Unlock()
 	ap.grant(grant, aim)
 	return b, nil
@@ -598,7 +587,7 @@ func (ap *agentProcess) CloseOutput() error {
 		}
 		ap.chunks, ap.off = nil, 0
 		ap.cond.Broadcast()
-		ap.endFloodLocked()
+		ap.flood.stop()
 		ap.mu.Unlock()
 		ap.cl.pool.spawn(func() {
 			ctx, cancel := ap.controlContext()

@@ -390,27 +390,42 @@ func inflatesTo(zr *gzip.Reader, br *bytes.Reader, comp, want []byte) error {
 		return err
 	}
 	zr.Multistream(false)
-	got := getBuf(int64(len(want)))
-	defer putBuf(got)
-	if _, err := io.ReadFull(zr, got); err != nil {
-		return err
-	}
-	// The member must end here: this read checks its trailer and finds
-	// no more data.
-	var one [1]byte
-	if n, err := zr.Read(one[:]); n != 0 || err != io.EOF {
-		if err == nil || err == io.EOF {
-			err = errors.New("inflates to more than its input")
+	// The inflated bytes are compared where the inflater holds them, not
+	// copied out first; WriteTo ends at the member's end, having checked
+	// its trailer.
+	c := sameAs{want: want}
+	if _, err := zr.WriteTo(&c); err != nil {
+		if c.err != nil {
+			return c.err
 		}
 		return err
+	}
+	if len(c.want) != 0 {
+		return errors.New("inflates to less than its input")
 	}
 	if br.Len() != 0 {
 		return fmt.Errorf("%d stray bytes after it", br.Len())
 	}
-	if !bytes.Equal(got, want) {
-		return errors.New("inflates to other bytes than its input")
-	}
 	return nil
+}
+
+// sameAs is a writer that takes only the bytes of want, in order.
+type sameAs struct {
+	want []byte // what is still to come
+	err  error
+}
+
+func (c *sameAs) Write(p []byte) (int, error) {
+	switch {
+	case len(p) > len(c.want):
+		c.err = errors.New("inflates to more than its input")
+	case !bytes.Equal(p, c.want[:len(p)]):
+		c.err = errors.New("inflates to other bytes than its input")
+	default:
+		c.want = c.want[len(p):]
+		return len(p), nil
+	}
+	return 0, c.err
 }
 
 // verifyLog reads the compressed file f (of size bytes) back and checks

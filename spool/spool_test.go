@@ -467,3 +467,65 @@ func BenchmarkWriteFile(b *testing.B) {
 	}
 	f.Close()
 }
+
+// diskBytes is the space the file at path takes on disk.
+func diskBytes(t *testing.T, path string) int64 {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Blocks * 512
+}
+
+// writeZeros writes n zero bytes in 64 KiB writes, as a copier would.
+func writeZeros(t *testing.T, s *Spool, n int) error {
+	t.Helper()
+	buf := make([]byte, 64<<10)
+	for n > 0 {
+		k := min(n, len(buf))
+		if _, err := s.Write(buf[:k]); err != nil {
+			return err
+		}
+		n -= k
+	}
+	return nil
+}
+
+// TestLargeOutputAllocatedAheadThenTrimmed: past aheadAfter, a log's
+// blocks are allocated ahead of its writes; once closed it takes no more
+// space than its bytes, and holds exactly them.
+func TestLargeOutputAllocatedAheadThenTrimmed(t *testing.T) {
+	t.Parallel()
+	s := newSpool(t, 64<<20)
+	const n = aheadAfter + 1<<20
+	if err := writeZeros(t, s, n); err != nil {
+		t.Fatal(err)
+	}
+	if got := diskBytes(t, s.Path()); got < n+aheadStep/2 {
+		t.Errorf("%d bytes written take %d bytes on disk, want at least %d allocated ahead", n, got, n+aheadStep/2)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := diskBytes(t, s.Path()); got > n+64<<10 {
+		t.Errorf("closed log of %d bytes takes %d bytes on disk, want what was allocated ahead given back", n, got)
+	}
+	if b := fileBytes(t, s); len(b) != n || bytes.IndexFunc(b, func(r rune) bool { return r != 0 }) >= 0 {
+		t.Errorf("closed log holds %d bytes, want the %d zero bytes written", len(b), n)
+	}
+}
+
+// TestAllocationStaysWithinLimit: nothing is allocated ahead past a
+// log's limit.
+func TestAllocationStaysWithinLimit(t *testing.T) {
+	t.Parallel()
+	const limit = aheadAfter + 2<<20
+	s := newSpool(t, limit)
+	if err := writeZeros(t, s, aheadAfter+1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if got := diskBytes(t, s.Path()); got > limit+64<<10 {
+		t.Errorf("log with a %d byte limit takes %d bytes on disk, want nothing allocated past the limit", int64(limit), got)
+	}
+}
