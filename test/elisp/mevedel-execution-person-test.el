@@ -65,6 +65,47 @@ Return (EXECUTION-ID . GATE)."
            session (format "read -r _ < %s; %s" (shell-quote-argument gate) command) label)
           gate)))
 
+;;;; The person's session of a directory
+
+(ert-deftest mevedel-execution-person-test-project-found-once ()
+  "A directory's project is looked for once, and again when a name changes.
+The second command in a directory asks no VC backend; a repository
+made in an ancestor afterwards is the directory's project at once."
+  (let* ((top (file-name-as-directory (make-temp-file "mevedel-ert-roots-" t)))
+         (outer (file-name-as-directory (expand-file-name "outer" top)))
+         (inner (file-name-as-directory (expand-file-name "inner" outer)))
+         (old (time-subtract nil 3600))
+         (looks 0)
+         (count (lambda (&rest _) (cl-incf looks)))
+         ;; Times set an hour back are settled; the temporary
+         ;; directory's own may not be.
+         (mevedel-execution--project-root-settle 0))
+    (unwind-protect
+        (progn
+          (make-directory inner t)
+          (set-file-times inner old)
+          (set-file-times outer old)
+          (advice-add 'project-current :before count)
+          (should (string-prefix-p "person-inner-" (mevedel-execution-person-session-id inner)))
+          (should (= looks 1))
+          (should (equal (mevedel-execution-person-session-id inner)
+                         (mevedel-execution-person-session-id inner)))
+          (should (= looks 1))
+          ;; A repository in an ancestor changes that ancestor's time.
+          (make-directory (expand-file-name ".git" outer))
+          (should (equal (mevedel-execution-person-session-id inner)
+                         (mevedel-execution-person-session-id outer)))
+          (should (string-prefix-p "person-outer-" (mevedel-execution-person-session-id inner)))
+          (should (= looks 3))
+          ;; A directory changed within the settling time is looked
+          ;; for on each command.
+          (let ((mevedel-execution--project-root-settle 3600))
+            (mevedel-execution-person-session-id top)
+            (mevedel-execution-person-session-id top))
+          (should (= looks 5)))
+      (advice-remove 'project-current count)
+      (delete-directory top t))))
+
 ;;;; The shell command and its live output
 
 (ert-deftest mevedel-execution-person-test-shell-command-waits-once ()
