@@ -819,12 +819,13 @@ new buffer made meanwhile, is used or killed.  Otherwise this is
         (setq mevedel-execution-spool--cuts nil)
         (mevedel-execution-spool--insert output)
         (goto-char (point-max))
-        ;; Growth the helper announced before this buffer listened is
-        ;; in the live table already.
+        ;; Output that came before this buffer listened first: growth
+        ;; the helper announced meanwhile, in the live table already,
+        ;; then finds it shown instead of reading it again.
+        (mevedel-execution-spool--catch-up)
         (let ((newer (mevedel-execution-live-facts
                       (mevedel-execution-session-id session) execution-id)))
-          (when newer (mevedel-execution-spool-note-facts newer)))
-        (mevedel-execution-spool--catch-up))
+          (when newer (mevedel-execution-spool-note-facts newer))))
       buffer)))
 
 (provide 'mevedel-execution-spool)
