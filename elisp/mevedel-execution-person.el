@@ -224,8 +224,8 @@ person stopped: they know."
 
 (defun mevedel-execution-person--await-end (session id)
   "Wait on ID of SESSION as its owner, claiming its end; then announce it.
-The claim keeps the result from becoming a delivery: the person
-reads it in the output buffer."
+The end may have come already: the final facts are shown then, in
+an output buffer that opened after the helper announced it."
   (mevedel-execution-observe
    session mevedel-execution-person-owner id
    (lambda (obs)
@@ -246,6 +246,12 @@ end: it learns it here."
     (when buffer
       (with-current-buffer buffer (mevedel-execution-spool-note-facts facts)))
     (mevedel-execution-person--announce-end sid facts)))
+
+(defconst mevedel-execution-person--await-delay 0.1
+  "Seconds after its start that a person's command gets its waiting observation.
+Its end is never mailed (the start says `:deliver' false), so the
+observation only brings the final facts: sent later, it is neither
+in the way of the first output nor of its redisplay.")
 
 (defconst mevedel-execution-person--start-output-chars 65536
   "The most output a person's start answer brings.
@@ -275,7 +281,10 @@ or \"Compile\"."
                          ;; what it prints next comes as it does, for
                          ;; its output buffer.
                          :max-output-chars mevedel-execution-person--start-output-chars
-                         :follow t)
+                         :follow t
+                         ;; Its end is the person's, seen in its buffer:
+                         ;; never a delivery, however soon it ends.
+                         :deliver :json-false)
                    ;; The first command on a host opens its connection.
                    60
                    ;; Its buffer is made while the helper starts it
@@ -302,7 +311,10 @@ or \"Compile\"."
                                                          (plist-get obs :output) t fresh)))
       (if (plist-get obs :final)
           (mevedel-execution-person--ended session facts)
-        (mevedel-execution-person--await-end session id))
+        (run-at-time mevedel-execution-person--await-delay nil
+                     (lambda ()
+                       (when (mevedel-execution-session-open-p session)
+                         (mevedel-execution-person--await-end session id)))))
       buffer)))
 
 ;;;###autoload

@@ -135,6 +135,32 @@ first output comes into it by itself, without another wait."
       (mevedel-execution-test--wait-until
        (lambda () (mevedel-execution-person-test--settled-p buffer)) "its end"))))
 
+(ert-deftest mevedel-execution-person-test-quick-end-is-not-delivered ()
+  "A person's command that ends at once is shown and told, never delivered.
+It may end before Emacs has read its start's answer, before any
+observation of its owner could claim it: it is still the person's,
+not the mailbox's."
+  (mevedel-execution-person-test--with session
+    (ignore session)
+    (let* ((default-directory (mevedel-execution-person-test--project))
+           (delivered nil)
+           (note (lambda (_conn params) (push (plist-get params :owner) delivered)))
+           (buffers nil))
+      (advice-add 'mevedel-execution--deliver :before note)
+      (unwind-protect
+          (progn
+            (dotimes (_ 10)
+              (push (mevedel-execution-shell-command "true") buffers))
+            ;; A delivery would come before the end's exec/settled,
+            ;; which brings the facts to each buffer.
+            (mevedel-execution-test--wait-until
+             (lambda () (cl-every #'mevedel-execution-person-test--settled-p buffers))
+             "the ten ends")
+            (should (= 10 (cl-count-if (lambda (m) (string-match-p "\\`Command .true. completed" m))
+                                       mevedel-execution-person-test--messages)))
+            (should-not delivered))
+        (advice-remove 'mevedel-execution--deliver note)))))
+
 (ert-deftest mevedel-execution-person-test-shell-command-follows ()
   "M-x mevedel-execution-shell-command shows a live output buffer.
 It appends output as it comes (no g), renders colours, handles
