@@ -457,9 +457,9 @@ A name added within the same tick of a coarse filesystem clock
 would leave the time as it was.")
 
 (defun mevedel-execution--directory-stamp (dir)
-  "Return what `mevedel-execution--project-roots' checks for DIR.
-The modification times of DIR and of each of its ancestors, nil for
-one that cannot be read, and `project-find-functions'."
+  "Return the stamp `mevedel-execution--project-roots' compares for DIR.
+It is `project-find-functions' and the modification times of DIR
+and of each of its ancestors, nil for one that cannot be read."
   (let ((times nil)
         (parent nil))
     (while (progn
