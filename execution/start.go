@@ -256,7 +256,7 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 	s.wg.Add(1)
 	go e.run()
 	if p.Follow {
-		s.Go(e.watchFollowed)
+		s.Go(e.watchStartFollowed)
 	}
 	s.changed(e)
 	return e, nil
