@@ -177,12 +177,24 @@ Command `read -p Password: pw' is waiting for input: Password:"
 
 (add-hook 'mevedel-execution-watching-functions #'mevedel-execution-person--output-watched-p)
 
+(defvar mevedel-execution-person--ended-early (make-hash-table :test #'equal)
+  "Final facts of a person's executions that ended before they were known.
+Per (SESSION-ID . EXECUTION-ID): a command can end before Emacs has
+read its start's answer; its start takes them from here.")
+
 (defun mevedel-execution-person--announce-end (session-id facts)
   "Say once how the execution of FACTS in SESSION-ID ended.
 Only for what a person started or watches, and not for what a
-person stopped: they know."
+person stopped: they know.  The end of a person's command not known
+yet is kept for its start (`mevedel-execution-person--ended-early')."
   (let* ((id (plist-get facts :execution-id))
          (key (cons session-id id)))
+    (when (and id (not (mevedel-execution-person-started-p session-id id))
+               (not (gethash key mevedel-execution-person--announced))
+               (equal (plist-get facts :owner) mevedel-execution-person-owner))
+      (when (> (hash-table-count mevedel-execution-person--ended-early) 64)
+        (clrhash mevedel-execution-person--ended-early))
+      (puthash key facts mevedel-execution-person--ended-early))
     (when (and id (mevedel-execution-person-started-p session-id id)
                (not (mevedel-execution-stopped-by-person-p session-id facts)))
       (mevedel-execution-remember-finished session-id facts))
@@ -308,13 +320,17 @@ or \"Compile\"."
     ;; more than that is shown from its last page, where it goes on,
     ;; as a terminal would.
     (let ((buffer (mevedel-execution-spool-open-started session id facts
-                                                         (plist-get obs :output) t fresh)))
-      (if (plist-get obs :final)
-          (mevedel-execution-person--ended session facts)
-        (run-at-time mevedel-execution-person--await-delay nil
-                     (lambda ()
-                       (when (mevedel-execution-session-open-p session)
-                         (mevedel-execution-person--await-end session id)))))
+                                                         (plist-get obs :output) t fresh))
+          (early (gethash (cons sid id) mevedel-execution-person--ended-early)))
+      (remhash (cons sid id) mevedel-execution-person--ended-early)
+      (cond
+       ((plist-get obs :final) (mevedel-execution-person--ended session facts))
+       ;; Its end came with the answer, before it was known as ours.
+       (early (mevedel-execution-person--ended session early))
+       (t (run-at-time mevedel-execution-person--await-delay nil
+                       (lambda ()
+                         (when (mevedel-execution-session-open-p session)
+                           (mevedel-execution-person--await-end session id))))))
       buffer)))
 
 ;;;###autoload

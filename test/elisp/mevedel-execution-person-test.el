@@ -161,6 +161,40 @@ not the mailbox's."
             (should-not delivered))
         (advice-remove 'mevedel-execution--deliver note)))))
 
+(ert-deftest mevedel-execution-person-test-end-before-the-answer ()
+  "A person's command whose end came before its start's answer was read.
+Its end is shown, told and kept for the panel by the time the start
+returns, though it was not yet known as the person's when it came."
+  (mevedel-execution-person-test--with session
+    (ignore session)
+    (let* ((default-directory (mevedel-execution-person-test--project))
+           (gate (mevedel-execution-mailbox-test--gate))
+           (settled nil)
+           (reader (lambda (type plist)
+                     (when (eq type 'settled) (push (plist-get plist :facts) settled))))
+           ;; Emacs is busy while the helper starts the command (here:
+           ;; waiting for its end, which lets the helper's messages in).
+           (busy (lambda (&rest _)
+                   (mevedel-execution-mailbox-test--open gate)
+                   (mevedel-execution-test--wait-until (lambda () settled) "its end")))
+           (buffer nil))
+      (mevedel-execution-add-reader reader)
+      (advice-add 'mevedel-execution-spool-output-mode :after busy)
+      (unwind-protect
+          (setq buffer (mevedel-execution-shell-command
+                        (format "read -r _ < %s" (shell-quote-argument gate))))
+        (advice-remove 'mevedel-execution-spool-output-mode busy)
+        (remove-hook 'mevedel-execution-event-functions reader))
+      (let ((id (buffer-local-value 'mevedel-execution-spool--execution-id buffer)))
+        (should (equal (plist-get (car settled) :execution-id) id))
+        (should (mevedel-execution-person-test--settled-p buffer))
+        (should (cl-find-if (lambda (m) (string-match-p "\\`Command .read -r _ .* completed" m))
+                            mevedel-execution-person-test--messages))
+        (should (member id (mapcar (lambda (f) (plist-get f :execution-id))
+                                   (mevedel-execution-finished-work
+                                    (mevedel-execution-session-id
+                                     (buffer-local-value 'mevedel-execution-buffer-session buffer))))))))))
+
 (ert-deftest mevedel-execution-person-test-shell-command-follows ()
   "M-x mevedel-execution-shell-command shows a live output buffer.
 It appends output as it comes (no g), renders colours, handles
