@@ -177,12 +177,24 @@ Command `read -p Password: pw' is waiting for input: Password:"
 
 (add-hook 'mevedel-execution-watching-functions #'mevedel-execution-person--output-watched-p)
 
+(defvar mevedel-execution-person--ended-early (make-hash-table :test #'equal)
+  "Final facts of a person's executions that ended before they were known.
+Per (SESSION-ID . EXECUTION-ID): a command can end before Emacs has
+read its start's answer; its start takes them from here.")
+
 (defun mevedel-execution-person--announce-end (session-id facts)
   "Say once how the execution of FACTS in SESSION-ID ended.
 Only for what a person started or watches, and not for what a
-person stopped: they know."
+person stopped: they know.  The end of a person's command not known
+yet is kept for its start (`mevedel-execution-person--ended-early')."
   (let* ((id (plist-get facts :execution-id))
          (key (cons session-id id)))
+    (when (and id (not (mevedel-execution-person-started-p session-id id))
+               (not (gethash key mevedel-execution-person--announced))
+               (equal (plist-get facts :owner) mevedel-execution-person-owner))
+      (when (> (hash-table-count mevedel-execution-person--ended-early) 64)
+        (clrhash mevedel-execution-person--ended-early))
+      (puthash key facts mevedel-execution-person--ended-early))
     (when (and id (mevedel-execution-person-started-p session-id id)
                (not (mevedel-execution-stopped-by-person-p session-id facts)))
       (mevedel-execution-remember-finished session-id facts))
@@ -224,8 +236,8 @@ person stopped: they know."
 
 (defun mevedel-execution-person--await-end (session id)
   "Wait on ID of SESSION as its owner, claiming its end; then announce it.
-The claim keeps the result from becoming a delivery: the person
-reads it in the output buffer."
+The end may have come already: the final facts are shown then, in
+an output buffer that opened after the helper announced it."
   (mevedel-execution-observe
    session mevedel-execution-person-owner id
    (lambda (obs)
@@ -246,6 +258,12 @@ end: it learns it here."
     (when buffer
       (with-current-buffer buffer (mevedel-execution-spool-note-facts facts)))
     (mevedel-execution-person--announce-end sid facts)))
+
+(defconst mevedel-execution-person--await-delay 0.1
+  "Seconds after its start that a person's command gets its waiting observation.
+Its end is never mailed (the start says `:deliver' false), so the
+observation only brings the final facts: sent later, it is neither
+in the way of the first output nor of its redisplay.")
 
 (defconst mevedel-execution-person--start-output-chars 65536
   "The most output a person's start answer brings.
@@ -275,7 +293,10 @@ or \"Compile\"."
                          ;; what it prints next comes as it does, for
                          ;; its output buffer.
                          :max-output-chars mevedel-execution-person--start-output-chars
-                         :follow t)
+                         :follow t
+                         ;; Its end is the person's, seen in its buffer:
+                         ;; never a delivery, however soon it ends.
+                         :deliver :json-false)
                    ;; The first command on a host opens its connection.
                    60
                    ;; Its buffer is made while the helper starts it
@@ -299,10 +320,17 @@ or \"Compile\"."
     ;; more than that is shown from its last page, where it goes on,
     ;; as a terminal would.
     (let ((buffer (mevedel-execution-spool-open-started session id facts
-                                                         (plist-get obs :output) t fresh)))
-      (if (plist-get obs :final)
-          (mevedel-execution-person--ended session facts)
-        (mevedel-execution-person--await-end session id))
+                                                         (plist-get obs :output) t fresh))
+          (early (gethash (cons sid id) mevedel-execution-person--ended-early)))
+      (remhash (cons sid id) mevedel-execution-person--ended-early)
+      (cond
+       ((plist-get obs :final) (mevedel-execution-person--ended session facts))
+       ;; Its end came with the answer, before it was known as ours.
+       (early (mevedel-execution-person--ended session early))
+       (t (run-at-time mevedel-execution-person--await-delay nil
+                       (lambda ()
+                         (when (mevedel-execution-session-open-p session)
+                           (mevedel-execution-person--await-end session id))))))
       buffer)))
 
 ;;;###autoload

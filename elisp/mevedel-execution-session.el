@@ -440,19 +440,68 @@ Commands that prompt for a session offer it first.")
 (defvar mevedel-execution-restart-hook nil
   "Hook run after `mevedel-execution-restart-helper' reopened the sessions.")
 
+(defvar project-find-functions)
+
+;; Finding a directory's project asks every VC backend in turn, about
+;; 0.3 ms of each command's start, before its request can go.  What it
+;; finds depends on which names exist in the directory and its
+;; ancestors, so an answer is kept while none of their modification
+;; times changed (adding or removing a name changes its directory's)
+;; and `project-find-functions' is the same.
+(defvar mevedel-execution--project-roots (make-hash-table :test #'equal)
+  "Per local directory, (STAMP . ROOT): its project's root as last found.")
+
+(defvar mevedel-execution--project-root-settle 2
+  "Seconds a directory's modification time must be old for its answer to be kept.
+A name added within the same tick of a coarse filesystem clock
+would leave the time as it was.")
+
+(defun mevedel-execution--directory-stamp (dir)
+  "Return the stamp `mevedel-execution--project-roots' compares for DIR.
+It is `project-find-functions' and the modification times of DIR
+and of each of its ancestors, nil for one that cannot be read."
+  (let ((times nil)
+        (parent nil))
+    (while (progn
+             (push (file-attribute-modification-time (file-attributes dir)) times)
+             (setq parent (file-name-directory (directory-file-name dir)))
+             (and parent (not (equal parent dir))))
+      (setq dir parent))
+    (cons project-find-functions times)))
+
+(defun mevedel-execution--project-root (dir)
+  "Return the root of the local directory DIR's project, or DIR.
+DIR is absolute and ends in a slash.  An answer is reused while
+what it depends on is unchanged (`mevedel-execution--project-roots'),
+and is kept only once every modification time it depends on is
+older than `mevedel-execution--project-root-settle'."
+  (if (not (require 'project nil t))
+      dir
+    (let ((stamp (mevedel-execution--directory-stamp dir))
+          (known (gethash dir mevedel-execution--project-roots)))
+      (if (and known (equal (car known) stamp))
+          (cdr known)
+        (let* ((project (ignore-errors (project-current nil dir)))
+               (root (if project (expand-file-name (project-root project)) dir))
+               (newest (cl-loop for time in (cdr stamp)
+                                when time maximize (float-time time))))
+          (if (and newest (< (- (float-time) newest) mevedel-execution--project-root-settle))
+              (remhash dir mevedel-execution--project-roots)
+            (when (> (hash-table-count mevedel-execution--project-roots) 256)
+              (clrhash mevedel-execution--project-roots))
+            (puthash dir (cons stamp root) mevedel-execution--project-roots))
+          root)))))
+
 (defun mevedel-execution-person-session-id (&optional directory)
   "Return the id of the person's session for DIRECTORY's project.
 DIRECTORY defaults to `default-directory'.  A local directory's
-project is what `project-current' finds, else the directory; a
-remote one (a TRAMP name) counts by its host, so nothing is asked
-of the host to name it."
+project is what `project-current' finds, else the directory (found
+again only when a name came or went in it or an ancestor: see
+`mevedel-execution--project-roots'); a remote one (a TRAMP name)
+counts by its host, so nothing is asked of the host to name it."
   (let* ((dir (file-name-as-directory (expand-file-name (or directory default-directory))))
          (remote (file-remote-p dir))
-         (root (cond (remote remote)
-                     ((require 'project nil t)
-                      (let ((project (ignore-errors (project-current nil dir))))
-                        (if project (expand-file-name (project-root project)) dir)))
-                     (t dir)))
+         (root (if remote remote (mevedel-execution--project-root dir)))
          (base (file-name-nondirectory
                 (directory-file-name (or (and remote (file-remote-p dir 'host)) root)))))
     ;; The id names a directory on remote hosts too: a safe word.

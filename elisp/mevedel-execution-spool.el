@@ -709,16 +709,27 @@ A look under user authority: it claims nothing."
                                             :max-output-chars 1))
                :facts)))
 
+(defvar mevedel-execution-spool--buffers (make-hash-table :test #'equal)
+  "Per (SESSION-ID . EXECUTION-ID), its output buffer, checked when read.
+Each start and settlement asks: one look, not one per buffer.")
+
+(defun mevedel-execution-spool--shows-p (buffer sid id)
+  "Return non-nil if BUFFER is the live output buffer of ID in session SID."
+  (and (buffer-live-p buffer)
+       (with-current-buffer buffer
+         (and (derived-mode-p 'mevedel-execution-spool-output-mode)
+              (equal mevedel-execution-spool--execution-id id)
+              (equal sid (and mevedel-execution-buffer-session
+                              (mevedel-execution-session-id mevedel-execution-buffer-session)))))))
+
 (defun mevedel-execution-spool-output-buffer (session-id execution-id)
   "Return the live output buffer of EXECUTION-ID in SESSION-ID, or nil."
-  (cl-find-if (lambda (b)
-                (with-current-buffer b
-                  (and (derived-mode-p 'mevedel-execution-spool-output-mode)
-                       (equal mevedel-execution-spool--execution-id execution-id)
-                       mevedel-execution-buffer-session
-                       (equal (mevedel-execution-session-id mevedel-execution-buffer-session)
-                              session-id))))
-              (buffer-list)))
+  (let* ((key (cons session-id execution-id))
+         (buffer (gethash key mevedel-execution-spool--buffers)))
+    (if (mevedel-execution-spool--shows-p buffer session-id execution-id)
+        buffer
+      (remhash key mevedel-execution-spool--buffers)
+      nil)))
 
 ;;;###autoload
 (defun mevedel-execution-spool-open-output (session execution-id &optional from-end facts)
@@ -767,6 +778,13 @@ new buffer, is used unless the execution has one."
         (mevedel-execution-spool-output-mode))
       (setq mevedel-execution-buffer-session session)
       (setq mevedel-execution-spool--execution-id execution-id)
+      (let ((known mevedel-execution-spool--buffers) (gone nil))
+        (when (> (hash-table-count known) 512) ; forget what was killed since
+          (maphash (lambda (k b) (unless (mevedel-execution-spool--shows-p b (car k) (cdr k))
+                                   (push k gone)))
+                   known)
+          (dolist (k gone) (remhash k known)))
+        (puthash (cons (mevedel-execution-session-id session) execution-id) buffer known))
       (setq mevedel-execution-spool--gone nil)
       (setq mevedel-execution-spool--facts
             (or facts mevedel-execution-spool--facts
@@ -819,12 +837,13 @@ new buffer made meanwhile, is used or killed.  Otherwise this is
         (setq mevedel-execution-spool--cuts nil)
         (mevedel-execution-spool--insert output)
         (goto-char (point-max))
-        ;; Growth the helper announced before this buffer listened is
-        ;; in the live table already.
+        ;; Output that came before this buffer listened first: growth
+        ;; the helper announced meanwhile, in the live table already,
+        ;; then finds it shown instead of reading it again.
+        (mevedel-execution-spool--catch-up)
         (let ((newer (mevedel-execution-live-facts
                       (mevedel-execution-session-id session) execution-id)))
-          (when newer (mevedel-execution-spool-note-facts newer)))
-        (mevedel-execution-spool--catch-up))
+          (when newer (mevedel-execution-spool-note-facts newer))))
       buffer)))
 
 (provide 'mevedel-execution-spool)

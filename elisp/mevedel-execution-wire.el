@@ -66,7 +66,7 @@
     (exec/start :session-id :owner :command :argv :stdin :cwd :yield-ms
                 :timeout-ms :tty :lane :read-only :scratch :kind :env :label
                 :tool-use-id :max-output-chars :ready-pattern :ready-port
-                :sandbox :resources :follow)
+                :sandbox :resources :follow :deliver)
     (exec/observe :session-id :owner :as :execution-id :chars :wait-ms
                   :max-output-chars)
     (exec/stop :session-id :owner :as :execution-id)

@@ -46,6 +46,7 @@ type Execution struct {
 	inputs    chan inputReq // immutable; queued terminal input
 	watch     *inputWatch   // immutable; tty executions: waiting-for-input detection
 	ready     *readiness    // immutable; set when the start named readyPattern or readyPort
+	unmailed  bool          // immutable; its starter watches the end: no delivery
 	ctx       context.Context
 	cancel    context.CancelCauseFunc // the cause becomes the termination
 	started   chan struct{}           // closed once, when running or settled without running

@@ -65,9 +65,24 @@ func (e *Execution) countFollow(st *execState, on, output bool) (first bool) {
 
 // watchFollowed reads the listening set while the execution is followed
 // and live (from when it runs), until the last unfollow or settlement.
-func (e *Execution) watchFollowed() {
+func (e *Execution) watchFollowed() { e.watchListening(false) }
+
+// watchStartFollowed is the watch of a start that follows its own
+// execution: nothing listens before it runs, and a look at once would
+// walk its tree while it starts and prints its first output, so the
+// first look is one followPoll later.
+func (e *Execution) watchStartFollowed() { e.watchListening(true) }
+
+func (e *Execution) watchListening(later bool) {
 	t := time.NewTicker(followPoll)
 	defer t.Stop()
+	if later {
+		select {
+		case <-t.C:
+		case <-e.done:
+			return
+		}
+	}
 	for {
 		var proc process.Process
 		followed := false

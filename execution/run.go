@@ -459,7 +459,7 @@ func (e *Execution) settle(exit *process.Exit, cause *stopCause) {
 		}
 		// A yielded result nobody claims goes to the owner's mailbox; a
 		// waiting observation in progress may still claim it.
-		owed = f.Yielded && st.claim != claimStop && e.monitor == nil && f.Termination != SessionEnded
+		owed = f.Yielded && st.claim != claimStop && e.monitor == nil && f.Termination != SessionEnded && !e.unmailed
 		if owed {
 			st.delivery = e.s.mail.nextID()
 		}

@@ -51,6 +51,9 @@ type StartParams struct {
 	// Follow follows it with output from before its first byte, as an
 	// exec/follow with output would (follow.go).
 	Follow bool
+	// NoDelivery: a yielded end is not mailed; the starter watches it
+	// (a person's output buffer), so it is held like a foreground end.
+	NoDelivery bool
 
 	remote *remoteExec // set by StartAndAwait for a TRAMP cwd
 }
@@ -185,6 +188,7 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 		sp:        sp,
 		grace:     time.Duration(s.limits.GraceMs) * time.Millisecond,
 		toolUseID: p.ToolUseID,
+		unmailed:  p.NoDelivery,
 		ctx:       ctx,
 		cancel:    cancel,
 		started:   make(chan struct{}),
@@ -252,7 +256,7 @@ func (s *Session) start(c Caller, p StartParams, mon *Monitor) (*Execution, erro
 	s.wg.Add(1)
 	go e.run()
 	if p.Follow {
-		s.Go(e.watchFollowed)
+		s.Go(e.watchStartFollowed)
 	}
 	s.changed(e)
 	return e, nil

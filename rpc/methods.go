@@ -192,6 +192,7 @@ func (s *Server) execStart(req *jsonrpc2.Request, r *reply) {
 		Env: p.Env, Label: p.Label, ToolUseID: p.ToolUseID, Timeout: timeout, Scratch: p.Scratch, Kind: p.Kind,
 		ReadyPattern: p.ReadyPattern, ReadyPort: p.ReadyPort,
 		Sandbox: p.Sandbox, Resources: p.Resources, Follow: p.Follow,
+		NoDelivery: p.Deliver != nil && !*p.Deliver,
 	}, yield, p.MaxOutputChars, func(o execution.Observation, err error) { r.answer(o, err) })
 }
 

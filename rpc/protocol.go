@@ -161,6 +161,9 @@ type ExecStartParams struct {
 	// Follow: followed with output from the start, as by exec/follow
 	// with output before its first byte.
 	Follow bool `json:"follow,omitempty"`
+	// Deliver false: a yielded end makes no delivery; the starter
+	// watches it (exec/settled, exec/observe).
+	Deliver *bool `json:"deliver,omitempty"`
 }
 
 type ExecObserveParams struct {

@@ -226,8 +226,19 @@ func TestClaimedResultsAreNotDelivered(t *testing.T) {
 	// Foreground completions never produce one.
 	fg := s.mustStart("echo fg", nil)
 
+	// Nor does a start that asked for none (a person's output buffer
+	// watches its end), though nothing claimed it: its end is held for
+	// the owner's observation.
+	watched := s.background("echo watched", map[string]any{"deliver": false})
+	h.waitState(watched, execution.Settled)
+
 	s.barrier()
-	for _, id := range []string{waited, stopped, fg.Facts.ExecutionID} {
+	var wo obs
+	h.mustCall("exec/observe", map[string]any{"sessionId": s.id, "executionId": watched}, &wo)
+	if !wo.Final || wo.Output != "watched\n" || wo.DeliveryID != "" {
+		t.Errorf("the owner's observation of an undelivered end: %+v", wo)
+	}
+	for _, id := range []string{waited, stopped, fg.Facts.ExecutionID, watched} {
 		if ds := h.deliveriesOf(id); len(ds) != 0 {
 			t.Errorf("claimed result %s was delivered: %+v", id, ds)
 		}

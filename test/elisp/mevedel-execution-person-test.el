@@ -65,6 +65,47 @@ Return (EXECUTION-ID . GATE)."
            session (format "read -r _ < %s; %s" (shell-quote-argument gate) command) label)
           gate)))
 
+;;;; The person's session of a directory
+
+(ert-deftest mevedel-execution-person-test-project-found-once ()
+  "A directory's project is looked for once, and again when a name changes.
+The second command in a directory asks no VC backend; a repository
+made in an ancestor afterwards is the directory's project at once."
+  (let* ((top (file-name-as-directory (make-temp-file "mevedel-ert-roots-" t)))
+         (outer (file-name-as-directory (expand-file-name "outer" top)))
+         (inner (file-name-as-directory (expand-file-name "inner" outer)))
+         (old (time-subtract nil 3600))
+         (looks 0)
+         (count (lambda (&rest _) (cl-incf looks)))
+         ;; Times set an hour back are settled; the temporary
+         ;; directory's own may not be.
+         (mevedel-execution--project-root-settle 0))
+    (unwind-protect
+        (progn
+          (make-directory inner t)
+          (set-file-times inner old)
+          (set-file-times outer old)
+          (advice-add 'project-current :before count)
+          (should (string-prefix-p "person-inner-" (mevedel-execution-person-session-id inner)))
+          (should (= looks 1))
+          (should (equal (mevedel-execution-person-session-id inner)
+                         (mevedel-execution-person-session-id inner)))
+          (should (= looks 1))
+          ;; A repository in an ancestor changes that ancestor's time.
+          (make-directory (expand-file-name ".git" outer))
+          (should (equal (mevedel-execution-person-session-id inner)
+                         (mevedel-execution-person-session-id outer)))
+          (should (string-prefix-p "person-outer-" (mevedel-execution-person-session-id inner)))
+          (should (= looks 3))
+          ;; A directory changed within the settling time is looked
+          ;; for on each command.
+          (let ((mevedel-execution--project-root-settle 3600))
+            (mevedel-execution-person-session-id top)
+            (mevedel-execution-person-session-id top))
+          (should (= looks 5)))
+      (advice-remove 'project-current count)
+      (delete-directory top t))))
+
 ;;;; The shell command and its live output
 
 (ert-deftest mevedel-execution-person-test-shell-command-waits-once ()
@@ -93,6 +134,66 @@ first output comes into it by itself, without another wait."
       (mevedel-execution-mailbox-test--open gate)
       (mevedel-execution-test--wait-until
        (lambda () (mevedel-execution-person-test--settled-p buffer)) "its end"))))
+
+(ert-deftest mevedel-execution-person-test-quick-end-is-not-delivered ()
+  "A person's command that ends at once is shown and told, never delivered.
+It may end before Emacs has read its start's answer, before any
+observation of its owner could claim it: it is still the person's,
+not the mailbox's."
+  (mevedel-execution-person-test--with session
+    (ignore session)
+    (let* ((default-directory (mevedel-execution-person-test--project))
+           (delivered nil)
+           (note (lambda (_conn params) (push (plist-get params :owner) delivered)))
+           (buffers nil))
+      (advice-add 'mevedel-execution--deliver :before note)
+      (unwind-protect
+          (progn
+            (dotimes (_ 10)
+              (push (mevedel-execution-shell-command "true") buffers))
+            ;; A delivery would come before the end's exec/settled,
+            ;; which brings the facts to each buffer.
+            (mevedel-execution-test--wait-until
+             (lambda () (cl-every #'mevedel-execution-person-test--settled-p buffers))
+             "the ten ends")
+            (should (= 10 (cl-count-if (lambda (m) (string-match-p "\\`Command .true. completed" m))
+                                       mevedel-execution-person-test--messages)))
+            (should-not delivered))
+        (advice-remove 'mevedel-execution--deliver note)))))
+
+(ert-deftest mevedel-execution-person-test-end-before-the-answer ()
+  "A person's command whose end came before its start's answer was read.
+Its end is shown, told and kept for the panel by the time the start
+returns, though it was not yet known as the person's when it came."
+  (mevedel-execution-person-test--with session
+    (ignore session)
+    (let* ((default-directory (mevedel-execution-person-test--project))
+           (gate (mevedel-execution-mailbox-test--gate))
+           (settled nil)
+           (reader (lambda (type plist)
+                     (when (eq type 'settled) (push (plist-get plist :facts) settled))))
+           ;; Emacs is busy while the helper starts the command (here:
+           ;; waiting for its end, which lets the helper's messages in).
+           (busy (lambda (&rest _)
+                   (mevedel-execution-mailbox-test--open gate)
+                   (mevedel-execution-test--wait-until (lambda () settled) "its end")))
+           (buffer nil))
+      (mevedel-execution-add-reader reader)
+      (advice-add 'mevedel-execution-spool-output-mode :after busy)
+      (unwind-protect
+          (setq buffer (mevedel-execution-shell-command
+                        (format "read -r _ < %s" (shell-quote-argument gate))))
+        (advice-remove 'mevedel-execution-spool-output-mode busy)
+        (remove-hook 'mevedel-execution-event-functions reader))
+      (let ((id (buffer-local-value 'mevedel-execution-spool--execution-id buffer)))
+        (should (equal (plist-get (car settled) :execution-id) id))
+        (should (mevedel-execution-person-test--settled-p buffer))
+        (should (cl-find-if (lambda (m) (string-match-p "\\`Command .read -r _ .* completed" m))
+                            mevedel-execution-person-test--messages))
+        (should (member id (mapcar (lambda (f) (plist-get f :execution-id))
+                                   (mevedel-execution-finished-work
+                                    (mevedel-execution-session-id
+                                     (buffer-local-value 'mevedel-execution-buffer-session buffer))))))))))
 
 (ert-deftest mevedel-execution-person-test-shell-command-follows ()
   "M-x mevedel-execution-shell-command shows a live output buffer.

@@ -8,6 +8,7 @@
 ;;; Code:
 
 (require 'ert)
+(require 'cl-lib)
 (require 'mevedel-execution-test-support
          (expand-file-name "mevedel-execution-test-support.el"
                            (file-name-directory (or load-file-name buffer-file-name))))
@@ -77,6 +78,36 @@
             (mevedel-execution-spool-first-page)
             (should (string-prefix-p "1\n2\n" (buffer-string))))
         (kill-buffer buffer)))))
+
+(ert-deftest mevedel-execution-spool-test-output-buffer-found-in-one-look ()
+  "An execution's output buffer is found without asking every buffer.
+Killed, or put in another mode, it is not found any more."
+  (mevedel-execution-test--with-helper session
+    (let* ((sid (mevedel-execution-session-id session))
+           (ids (mapcar (lambda (_)
+                          (plist-get (plist-get (mevedel-execution-test--start session "echo hi")
+                                                :facts)
+                                     :execution-id))
+                        '(1 2)))
+           (buffers (mapcar (lambda (id) (mevedel-execution-spool-open-output session id)) ids))
+           (asked 0)
+           (count (lambda (&rest _) (cl-incf asked))))
+      (unwind-protect
+          (progn
+            (advice-add 'buffer-list :before count)
+            (unwind-protect
+                (progn
+                  (should (eq (mevedel-execution-spool-output-buffer sid (nth 0 ids)) (nth 0 buffers)))
+                  (should (eq (mevedel-execution-spool-output-buffer sid (nth 1 ids)) (nth 1 buffers)))
+                  (should-not (mevedel-execution-spool-output-buffer sid "exec-none"))
+                  (should-not (mevedel-execution-spool-output-buffer "no-session" (nth 0 ids))))
+              (advice-remove 'buffer-list count))
+            (should (= asked 0))
+            (kill-buffer (nth 0 buffers))
+            (should-not (mevedel-execution-spool-output-buffer sid (nth 0 ids)))
+            (with-current-buffer (nth 1 buffers) (fundamental-mode))
+            (should-not (mevedel-execution-spool-output-buffer sid (nth 1 ids))))
+        (mapc (lambda (b) (when (buffer-live-p b) (kill-buffer b))) buffers)))))
 
 (ert-deftest mevedel-execution-spool-test-followed-output-streams ()
   "An output buffer on a live command shows its growth several times a second.

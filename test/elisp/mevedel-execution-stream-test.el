@@ -83,6 +83,45 @@ is refused does not stay."
              "the split character, whole, and the end"))
         (advice-remove 'jsonrpc--async-request-1 note)))))
 
+(ert-deftest mevedel-execution-stream-test-output-before-the-buffer-is-not-read ()
+  "Output that came before a person's buffer listened is shown, not read again.
+The start was answered before the command printed; its output and
+the growth announced with it came before Emacs made the buffer (a
+busy Emacs).  The buffer shows the kept chunk and sends no read."
+  (mevedel-execution-stream-test--with session
+    (ignore session)
+    (let* ((default-directory (mevedel-execution-stream-test--project))
+           (gates (list (mevedel-execution-mailbox-test--gate)
+                        (mevedel-execution-mailbox-test--gate)))
+           (sent nil)
+           (note (lambda (_conn method &rest _) (push method sent)))
+           ;; The answer is handled once the output and its growth came.
+           (late (lambda (open session id &rest args)
+                   (let ((sid (mevedel-execution-session-id session)))
+                     (mevedel-execution-mailbox-test--open (nth 0 gates))
+                     (mevedel-execution-test--wait-until
+                      (lambda ()
+                        (and (gethash (cons sid id) mevedel-execution-stream--early)
+                             (eql 5 (plist-get (mevedel-execution-live-facts sid id)
+                                               :output-bytes))))
+                      "the output and its growth, before the buffer")
+                     (advice-add 'jsonrpc--async-request-1 :before note)
+                     (apply open session id args))))
+           (buffer nil))
+      (advice-add 'mevedel-execution-spool-open-started :around late)
+      (unwind-protect
+          (setq buffer (mevedel-execution-shell-command
+                        (apply #'format "read -r _ < %s; printf ready; read -r _ < %s"
+                               (mapcar #'shell-quote-argument gates))))
+        (advice-remove 'mevedel-execution-spool-open-started late)
+        (advice-remove 'jsonrpc--async-request-1 note))
+      (should (equal (mevedel-execution-stream-test--text buffer) "ready"))
+      (should-not (memq 'spool/read sent))
+      (mevedel-execution-mailbox-test--open (nth 1 gates))
+      (mevedel-execution-test--wait-until
+       (lambda () (mevedel-execution-stream-test--settled-p buffer)) "its end")
+      (should (equal (mevedel-execution-stream-test--text buffer) "ready")))))
+
 (ert-deftest mevedel-execution-stream-test-long-line-is-trimmed ()
   "A line longer than two pages that comes in chunks still keeps one page.
 Cutting it needs a read, which waits for the helper: made from the

@@ -19,6 +19,13 @@
 ;;
 ;; The results go to the file named by $MEVEDEL_BENCH_OUT; Emacs exits
 ;; when they are written.  The helper runs with a private HOME.
+;;
+;; With MEVEDEL_BENCH_TRACE=1 the report adds each side's timeline, the
+;; p50 of each step in ms from the call: the facade's request written,
+;; its answer and its first output read, the command's return; compile's
+;; process made, its first output read.  The advice that notes them
+;; costs a few microseconds a step, so the traced figures are a little
+;; slower than the untraced ones.
 
 ;;; Code:
 
@@ -52,6 +59,15 @@
 (defvar firstoutput-bench--pending nil
   "The run waiting for its redisplay: (SIDE START BUFFER COUNTED).")
 
+(defconst firstoutput-bench--trace (equal (getenv "MEVEDEL_BENCH_TRACE") "1")
+  "Non-nil: note each run's steps (`firstoutput-bench--note').")
+
+(defvar firstoutput-bench--steps nil
+  "The pending run's steps, newest first: (NAME . MS-FROM-ITS-START).")
+
+(defvar firstoutput-bench--timelines nil
+  "Alist of (SIDE . LIST-OF-STEPS) of the counted runs.")
+
 (defun firstoutput-bench--start (side)
   "Start one run of SIDE (`facade' or `compile'); return its output buffer."
   (pcase side
@@ -84,7 +100,11 @@ At the start of a line: `compile' shows the command itself above."
        (setq firstoutput-bench--pending nil)
        (when counted
          (push (* 1000 (- (float-time) start))
-               (alist-get side firstoutput-bench--times)))
+               (alist-get side firstoutput-bench--times))
+         (when firstoutput-bench--trace
+           (push (cons (cons "drawn" (car (alist-get side firstoutput-bench--times)))
+                       firstoutput-bench--steps)
+                 (alist-get side firstoutput-bench--timelines))))
        ;; The next run from the command loop, not from inside redisplay.
        (run-at-time 0.05 nil #'firstoutput-bench--next))
       ((> (- (float-time) start) firstoutput-bench--limit)
@@ -99,11 +119,52 @@ At the start of a line: `compile' shows the command itself above."
   "Make the next run of the plan, or report."
   (if-let ((run (pop firstoutput-bench--plan)))
       (let* ((start (float-time))
-             (buffer (firstoutput-bench--start (car run))))
+             (buffer (progn
+                       (when firstoutput-bench--trace ; for its notes
+                         (setq firstoutput-bench--pending (list (car run) start nil nil)
+                               firstoutput-bench--steps nil))
+                       (firstoutput-bench--start (car run)))))
+        (when firstoutput-bench--trace (firstoutput-bench--note "command returned"))
         (setq firstoutput-bench--pending (list (car run) start buffer (cdr run)))
         ;; A redisplay soon, as after any command; the hook times it.
         (force-mode-line-update t))
     (firstoutput-bench--finish nil)))
+
+(defun firstoutput-bench--note (name &optional only)
+  "Note the step NAME of the pending run, the first time it happens.
+ONLY, a side, notes it only in that side's runs."
+  (pcase firstoutput-bench--pending
+    (`(,side ,start ,_ ,_)
+     (unless (or (assoc name firstoutput-bench--steps) (and only (not (eq only side))))
+       (push (cons name (* 1000 (- (float-time) start))) firstoutput-bench--steps)))))
+
+(defun firstoutput-bench--noting (name side)
+  "Return advice that notes NAME in SIDE's runs."
+  (lambda (&rest _) (firstoutput-bench--note name side)))
+
+(defun firstoutput-bench--read-noter (_proc string)
+  "Note which of the helper's messages STRING, read by Emacs, holds."
+  (when (string-search "\"result\"" string) (firstoutput-bench--note "answer read" 'facade))
+  (when (string-search "exec/output" string) (firstoutput-bench--note "output read" 'facade)))
+
+(when firstoutput-bench--trace
+  (advice-add 'jsonrpc-connection-send :after (firstoutput-bench--noting "request written" 'facade))
+  (advice-add 'jsonrpc--process-filter :before #'firstoutput-bench--read-noter)
+  (advice-add 'make-process :after (firstoutput-bench--noting "process made" 'compile))
+  (advice-add 'compilation-filter :before (firstoutput-bench--noting "output read" 'compile)))
+
+(defun firstoutput-bench--timeline (side)
+  "Return the lines of SIDE's timeline: each step's p50, in the order of the p50s."
+  (let* ((runs (alist-get side firstoutput-bench--timelines))
+         (names (delete-dups (mapcar #'car (apply #'append runs))))
+         (steps (mapcar (lambda (name)
+                          (cons name (bench-common-percentile
+                                      (delq nil (mapcar (lambda (r) (cdr (assoc name r))) runs))
+                                      50)))
+                        names)))
+    (mapconcat (lambda (s) (format "    %-22s %6.2f ms\n" (car s) (cdr s)))
+               (sort steps (lambda (a b) (< (cdr a) (cdr b))))
+               "")))
 
 (defun firstoutput-bench--finish (error)
   "Write the report (or ERROR) and exit."
@@ -124,7 +185,11 @@ At the start of a line: `compile' shows the command itself above."
                         c50 (bench-common-percentile c 90)))
         (insert (format "  ratio of the p50s %.2fx (goal <= 1.5x: %s); facade p50 under 50 ms: %s\n"
                         ratio (if (<= ratio 1.5) "PASS" "MISS")
-                        (if (< f50 50) "PASS" "MISS"))))))
+                        (if (< f50 50) "PASS" "MISS")))
+        (when firstoutput-bench--trace
+          (dolist (side '(facade compile))
+            (insert (format "  %s, p50 of each step from the call:\n%s" side
+                            (firstoutput-bench--timeline side))))))))
   (kill-emacs (if error 1 0)))
 
 (setq mevedel-execution-program

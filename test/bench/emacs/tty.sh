@@ -12,12 +12,13 @@ sock="$dir/tmux"
 pane=""
 # Emacs is ended before its terminal: one whose tty hangs up while its
 # helper runs can spin instead of exiting.
-# Under set -e a failing command in the trap would be the script's status.
-trap '[ -n "$pane" ] && kill -9 "$pane" 2>/dev/null; tmux -S "$sock" kill-server 2>/dev/null; rm -rf "$dir"; true' EXIT
+# Under set -e a failing command in the trap would be the script's status
+# (the kill when Emacs has gone, kill-server when tmux has), hence set +e.
+trap 'set +e; [ -n "$pane" ] && kill -9 "$pane" 2>/dev/null; tmux -S "$sock" kill-server 2>/dev/null; rm -rf "$dir"; true' EXIT
 mkdir -m 700 "$dir/home"
 out="$dir/report"
 tmux -S "$sock" new-session -d -x 120 -y 40 \
-  env HOME="$dir/home" MEVEDEL_BENCH_OUT="$out" MEVEDEL_BENCH_COMMAND="${MEVEDEL_BENCH_COMMAND:-}" MEVEDEL_EXEC_PROGRAM="$PWD/bin/mevedel-exec" \
+  env HOME="$dir/home" MEVEDEL_BENCH_OUT="$out" MEVEDEL_BENCH_COMMAND="${MEVEDEL_BENCH_COMMAND:-}" MEVEDEL_BENCH_TRACE="${MEVEDEL_BENCH_TRACE:-}" MEVEDEL_EXEC_PROGRAM="$PWD/bin/mevedel-exec" \
   emacs -nw -Q -L elisp -l "$el"
 pane=$(tmux -S "$sock" list-panes -F '#{pane_pid}')
 # Bounded: a benchmark that hangs is reported with its last screen.
