@@ -385,12 +385,19 @@ fast the log grows, there is no third."
 
 ;;;; Growth, cell by cell
 
+(defvar-local mevedel-execution-panel--cell-facts nil
+  "The live rows' facts by id, for `mevedel-execution-panel-update-cells'.")
+
 (defun mevedel-execution-panel-update-cells ()
   "Rewrite the Runtime and Output cells that changed, of live rows on screen.
 With hundreds of rows, a second's growth and time cost the rows a
 person sees, each cell rewritten in place, not a new listing; a
 row scrolled into view is brought up to date by the next tick."
-  (let ((facts (make-hash-table :test #'equal :size (length mevedel-execution-panel-live-rows))))
+  (let ((facts (or mevedel-execution-panel--cell-facts
+                   (setq mevedel-execution-panel--cell-facts (make-hash-table :test #'equal)))))
+    ;; Filled anew each second, allocated once: the rows may have
+    ;; changed, and the table keeps its size.
+    (clrhash facts)
     (dolist (f mevedel-execution-panel-live-rows)
       (puthash (mevedel-execution-panel-id f) f facts))
     (with-silent-modifications
@@ -407,7 +414,8 @@ row scrolled into view is brought up to date by the next tick."
                           (mevedel-execution-runtime-seconds f)))
                 (mevedel-execution-panel--set-cell
                  entry 6 (mevedel-execution-panel--size (plist-get f :output-bytes)))))
-            (forward-line 1)))))))
+            (forward-line 1)))))
+    (clrhash facts)))
 
 (defun mevedel-execution-panel--set-cell (entry column text)
   "Show TEXT in COLUMN of the row at point, whose cells are ENTRY, if it differs."

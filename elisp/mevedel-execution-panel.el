@@ -278,19 +278,25 @@ That is unless each one is a live row that only grew (see
 A row that holds the very facts of the table, which growth changes
 in place, needs no comparing; one that holds other facts (from a
 listing) is compared."
-  (or (/= (length live) (length mevedel-execution-panel-live-rows))
-      (let ((rows (make-hash-table :test #'equal :size (length live))))
-        (dolist (f mevedel-execution-panel-live-rows)
-          (puthash (mevedel-execution-panel-id f) f rows))
+  (let ((rows mevedel-execution-panel-live-rows))
+    (or (/= (length live) (length rows))
+        ;; Called a few times a second with hundreds of rows: the
+        ;; table's own facts are found by `memq', nothing is allocated.
         (cl-some
          (lambda (facts)
-           (let* ((id (mevedel-execution-panel-id facts))
-                  (old (gethash id rows)))
-             (or (null old)
-                 (member id mevedel-execution-panel-expanded)
-                 (and (not (eq old facts))
-                      (not (mevedel-execution-panel--grew-only-p facts old))))))
+           (let ((id (mevedel-execution-panel-id facts)))
+             (or (member id mevedel-execution-panel-expanded)
+                 (and (not (memq facts rows))
+                      (let ((old (mevedel-execution-panel--row-facts id rows)))
+                        (or (null old)
+                            (not (mevedel-execution-panel--grew-only-p facts old))))))))
          changed))))
+
+(defun mevedel-execution-panel--row-facts (id rows)
+  "Return the facts of ID among ROWS, or nil."
+  (while (and rows (not (equal (mevedel-execution-panel-id (car rows)) id)))
+    (setq rows (cdr rows)))
+  (car rows))
 
 (defun mevedel-execution-panel--grew-only-p (new old)
   "Return non-nil if the rows of facts NEW and OLD differ only by growth.

@@ -186,6 +186,9 @@ an execution the table lacks is ignored."
               (should (equal (plist-get facts :label) "flood"))
               (should (equal (plist-get facts :state) "running")))
             (let ((last (car events)))
+              ;; The live set as it was: the same list, not a copy made
+              ;; for each of the events that hundreds growing make.
+              (should (eq (plist-get last :live) (plist-get (cadr events) :live)))
               (should (equal (plist-get last :grown) (list id)))
               (should (equal (mapcar (lambda (f) (plist-get f :output-bytes)) (plist-get last :changed))
                              '(4096))))
