@@ -178,8 +178,26 @@ A settled execution shows its status and exit code (or signal):
      ((plist-get facts :waiting-for-input) "waiting for input")
      (t (or state "?")))))
 
+(defvar-local mevedel-execution-spool--header-made nil
+  "(INPUTS . LINE): the header line last made, and what it shows.")
+
 (defun mevedel-execution-spool--header ()
-  "Return the header line of the current output buffer."
+  "Return the header line of the current output buffer, as last made.
+Redisplay asks at each redraw; it is made anew when what it shows differs."
+  (pcase-let* ((`(,_ ,address ,start ,total ,length) mevedel-execution-spool--source)
+               (f mevedel-execution-spool--facts)
+               (paged (and total (or (> (or start 0) 0) (not mevedel-execution-spool--tailing))))
+               (inputs (vector (and f (mevedel-execution-runtime-seconds f)) (null f) address
+                               mevedel-execution-spool--gone mevedel-execution-spool--execution-id
+                               (and paged (list start length total)) (plist-get f :state)
+                               (plist-get f :status) (plist-get f :exit-code) (plist-get f :signal)
+                               (plist-get f :waiting-for-input) (plist-get f :outcome)
+                               (plist-get f :command) (plist-get f :label))))
+    (cdr (if (equal inputs (car mevedel-execution-spool--header-made)) mevedel-execution-spool--header-made
+           (setq mevedel-execution-spool--header-made (cons inputs (mevedel-execution-spool--make-header)))))))
+
+(defun mevedel-execution-spool--make-header ()
+  "Make the header line of the current output buffer."
   (pcase-let* ((`(,_session ,address ,start ,total ,length) mevedel-execution-spool--source)
                (facts mevedel-execution-spool--facts)
                (state (mevedel-execution-spool-state-text facts))
