@@ -136,6 +136,7 @@ ended.
   (setq-local revert-buffer-function #'mevedel-execution-spool--revert-buffer)
   (setq-local next-error-function #'mevedel-execution-spool--next-error)
   (setq header-line-format '(:eval (mevedel-execution-spool--header)))
+  (setq font-lock-defaults '(mevedel-execution-stream-font-lock-keywords t))
   (add-hook 'kill-buffer-hook #'mevedel-execution-spool--detach nil t)
   (add-hook 'change-major-mode-hook #'mevedel-execution-spool--detach nil t))
 
