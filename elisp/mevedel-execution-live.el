@@ -182,9 +182,10 @@ A settled execution leaves it; any other is added or replaced."
           (puthash id facts table))))))
 
 (defconst mevedel-execution--growth-keys
-  '((:wallMs . :wall-ms) (:outputBytes . :output-bytes) (:outputLines . :output-lines)
-    (:omittedBytes . :omitted-bytes) (:unreadBytes . :unread-bytes) (:version . :version))
-  "The counters of a `grown' entry, wire key and Lisp key.")
+  '(:wall-ms :output-bytes :output-lines :omitted-bytes :unread-bytes :version)
+  "The counters of a `grown' entry, in their order after its execution id.
+An entry is an array, [ID WALL-MS OUTPUT-BYTES ...]: hundreds a second
+are read, and keys would be most of each.")
 
 (defun mevedel-execution--live-grow (session-id grown)
   "Merge GROWN, the wire `grown' entries, into the live table of SESSION-ID.
@@ -195,10 +196,12 @@ entry of an execution the table lacks is ignored."
         (out nil))
     (when table
       (mapc (lambda (entry)
-              (let ((facts (gethash (plist-get entry :executionId) table)))
+              (let ((facts (and (vectorp entry) (> (length entry) 6)
+                                (gethash (aref entry 0) table)))
+                    (i 0))
                 (when facts
-                  (pcase-dolist (`(,wire . ,key) mevedel-execution--growth-keys)
-                    (let ((value (plist-get entry wire)))
+                  (dolist (key mevedel-execution--growth-keys)
+                    (let ((value (aref entry (setq i (1+ i)))))
                       (when value (plist-put facts key value))))
                   (push facts out))))
             grown))

@@ -168,12 +168,9 @@ an execution the table lacks is ignored."
                                                        :outputBytes 0 :outputLines 0 :version 2))))
             (let ((held (car (mevedel-execution--live-list sid t))))
               (funcall note (list :changed []
-                                  :grown (vector (list :executionId id :wallMs 1500 :outputBytes 4096
-                                                       :outputLines 80 :omittedBytes 0 :unreadBytes 4096
-                                                       :version 9)
-                                                 (list :executionId "exec-zzzzz-000099" :wallMs 1
-                                                       :outputBytes 1 :outputLines 1 :omittedBytes 0
-                                                       :unreadBytes 1 :version 1))))
+                                  ;; [id wallMs outputBytes outputLines omittedBytes unreadBytes version]
+                                  :grown (vector (vector id 1500 4096 80 0 4096 9)
+                                                 (vector "exec-zzzzz-000099" 1 1 1 0 1 1))))
               ;; The same facts, grown: nothing made anew.
               (should (eq (car (mevedel-execution--live-list sid t)) held))
               (should (eq (car heard) held)))

@@ -213,8 +213,7 @@ that comes on screen shows it at once."
                       mevedel-execution--current 'exec/changed
                       (list :sessionId sid :changed []
                             :grown (vconcat (cl-loop for id in ids
-                                                     collect (list :executionId id :outputBytes bytes
-                                                                   :version bytes)))))
+                                                     collect (vector id 10 bytes 1 0 bytes bytes)))))
                      (mevedel-execution-drain)
                      (mevedel-execution-flush-changed))))
         (apply #'mevedel-execution-panel-test--changed sid
@@ -279,8 +278,7 @@ is in a window, one not selected too."
                                     :changed (vector (append (list :pid 4242 :version 4)
                                                              facts)))
                               (list :sessionId sid :changed []
-                                    :grown (vector (list :executionId id :outputBytes 3
-                                                         :version 5)))))
+                                    :grown (vector (vector id 10 3 1 0 3 5)))))
           (mevedel-execution--dispatch-notification
            mevedel-execution--current 'exec/changed params))
         (mevedel-execution-drain)

@@ -58,10 +58,8 @@
    mevedel-execution--current 'exec/changed
    (list :sessionId replay200-sid :changed []
          :grown (vconcat (cl-loop for i from 1 to 200
-                                  collect (list :executionId (format "exec-zzzzz-%06d" i)
-                                                :wallMs (* 1000 (/ bytes 500)) :outputBytes bytes
-                                                :outputLines (/ bytes 50) :omittedBytes 0
-                                                :unreadBytes bytes :version (+ 3 (/ bytes 50)))))))
+                                  collect (vector (format "exec-zzzzz-%06d" i) (* 1000 (/ bytes 500))
+                                                  bytes (/ bytes 50) 0 bytes (+ 3 (/ bytes 50)))))))
   (mevedel-execution-drain))
 
 (defun replay200-run (form)
