@@ -703,11 +703,19 @@ it must not change them."
         (puthash key fns mevedel-execution--followers)
       (remhash key mevedel-execution--followers))))
 
+(defvar mevedel-execution--followers-key (cons nil nil)
+  "The key `mevedel-execution-tell-followers' looks up, filled anew each time.
+Hundreds of executions grow each second: no key is made for each.")
+
 (defun mevedel-execution-tell-followers (session-id facts)
   "Hand FACTS of an execution of SESSION-ID to its followers.
 See `mevedel-execution-follow-facts'."
-  (dolist (fn (gethash (cons session-id (plist-get facts :execution-id))
-                       mevedel-execution--followers))
+  (dolist (fn (let ((key mevedel-execution--followers-key))
+                (setcar key session-id)
+                (setcdr key (plist-get facts :execution-id))
+                (prog1 (gethash key mevedel-execution--followers)
+                  (setcar key nil)
+                  (setcdr key nil))))
     (condition-case-unless-debug err
         (funcall fn facts)
       (error (message "mevedel-exec: error in a follower: %s"

@@ -72,9 +72,13 @@ out with what follows, at that spacing."
                    (car (push (list session-id nil) mevedel-execution--held-changed))))
          (last (gethash session-id mevedel-execution--changed-sent))
          (wait (and last (- (+ last mevedel-execution-changed-spacing) (float-time)))))
-    (dolist (facts changed)
-      (push (plist-get facts :execution-id) (cddr cell)))
-    (setcar (cdr cell) (append (reverse grown) (reverse changed) (cadr cell)))
+    (let ((held (cadr cell)))
+      (dolist (facts changed)
+        (push (plist-get facts :execution-id) (cddr cell))
+        (push facts held))
+      (dolist (facts grown)
+        (push facts held))
+      (setcar (cdr cell) held))
     (if (and wait (> wait 0))
         (unless mevedel-execution--changed-timer
           (setq mevedel-execution--changed-timer
@@ -112,16 +116,23 @@ out with what follows, at that spacing."
           (push id out))))
     (nreverse out)))
 
+(defvar mevedel-execution--latest-seen (make-hash-table :test #'equal)
+  "The ids `mevedel-execution--latest' met, emptied before each use.
+One table kept for every call: it is sized once for the live set,
+not allocated again a few times a second.")
+
 (defun mevedel-execution--latest (facts-list)
   "Return the latest facts of each execution in FACTS-LIST.
 FACTS-LIST is newest first; what is returned, oldest first."
-  (let ((seen (make-hash-table :test #'equal))
+  (let ((seen mevedel-execution--latest-seen)
         (out nil))
+    (clrhash seen)
     (dolist (facts facts-list)
       (let ((id (plist-get facts :execution-id)))
         (unless (gethash id seen)
           (puthash id t seen)
           (push facts out))))
+    (clrhash seen)
     out))
 
 (defun mevedel-execution-flush-changed ()
@@ -171,9 +182,10 @@ A settled execution leaves it; any other is added or replaced."
           (puthash id facts table))))))
 
 (defconst mevedel-execution--growth-keys
-  '((:wallMs . :wall-ms) (:outputBytes . :output-bytes) (:outputLines . :output-lines)
-    (:omittedBytes . :omitted-bytes) (:unreadBytes . :unread-bytes) (:version . :version))
-  "The counters of a `grown' entry, wire key and Lisp key.")
+  '(:wall-ms :output-bytes :output-lines :omitted-bytes :unread-bytes :version)
+  "The counters of a `grown' entry, in their order after its execution id.
+An entry is an array, [ID WALL-MS OUTPUT-BYTES ...]: hundreds a second
+are read, and keys would be most of each.")
 
 (defun mevedel-execution--live-grow (session-id grown)
   "Merge GROWN, the wire `grown' entries, into the live table of SESSION-ID.
@@ -184,10 +196,12 @@ entry of an execution the table lacks is ignored."
         (out nil))
     (when table
       (mapc (lambda (entry)
-              (let ((facts (gethash (plist-get entry :executionId) table)))
+              (let ((facts (and (vectorp entry) (> (length entry) 6)
+                                (gethash (aref entry 0) table)))
+                    (i 0))
                 (when facts
-                  (pcase-dolist (`(,wire . ,key) mevedel-execution--growth-keys)
-                    (let ((value (plist-get entry wire)))
+                  (dolist (key mevedel-execution--growth-keys)
+                    (let ((value (aref entry (setq i (1+ i)))))
                       (when value (plist-put facts key value))))
                   (push facts out))))
             grown))
@@ -211,7 +225,9 @@ Started ones by start, then the others; ties by id (arrival)."
 
 (defun mevedel-execution--live-list (session-id &optional shared)
   "Return fresh facts of the live executions of SESSION-ID, in list order.
-SHARED: the table's own facts, not copies; a fresh list still."
+SHARED: the table's own list of its own facts, neither copied, which
+stays the same list while only growth is merged; whoever gets it
+must change neither."
   (let* ((table (gethash session-id mevedel-execution--live))
          (order (and table (gethash table mevedel-execution--live-order))))
     (when (and table (not order) (> (hash-table-count table) 0))
@@ -219,7 +235,7 @@ SHARED: the table's own facts, not copies; a fresh list still."
       (puthash table (sort order #'mevedel-execution--live-before-p)
                mevedel-execution--live-order))
     (setq order (gethash table mevedel-execution--live-order))
-    (if shared (copy-sequence order) (mapcar #'copy-tree order))))
+    (if shared order (mapcar #'copy-tree order))))
 
 (defun mevedel-execution-live-facts (session-id execution-id)
   "Return a copy of the live table's facts of EXECUTION-ID in SESSION-ID, or nil.

@@ -385,12 +385,19 @@ fast the log grows, there is no third."
 
 ;;;; Growth, cell by cell
 
+(defvar-local mevedel-execution-panel--cell-facts nil
+  "The live rows' facts by id, for `mevedel-execution-panel-update-cells'.")
+
 (defun mevedel-execution-panel-update-cells ()
   "Rewrite the Runtime and Output cells that changed, of live rows on screen.
 With hundreds of rows, a second's growth and time cost the rows a
 person sees, each cell rewritten in place, not a new listing; a
 row scrolled into view is brought up to date by the next tick."
-  (let ((facts (make-hash-table :test #'equal :size (length mevedel-execution-panel-live-rows))))
+  (let ((facts (or mevedel-execution-panel--cell-facts
+                   (setq mevedel-execution-panel--cell-facts (make-hash-table :test #'equal)))))
+    ;; Filled anew each second, allocated once: the rows may have
+    ;; changed, and the table keeps its size.
+    (clrhash facts)
     (dolist (f mevedel-execution-panel-live-rows)
       (puthash (mevedel-execution-panel-id f) f facts))
     (with-silent-modifications
@@ -407,12 +414,48 @@ row scrolled into view is brought up to date by the next tick."
                           (mevedel-execution-runtime-seconds f)))
                 (mevedel-execution-panel--set-cell
                  entry 6 (mevedel-execution-panel--size (plist-get f :output-bytes)))))
-            (forward-line 1)))))))
+            (forward-line 1)))))
+    (clrhash facts)))
 
 (defun mevedel-execution-panel--set-cell (entry column text)
-  "Show TEXT in COLUMN of the row at point, whose cells are ENTRY, if it differs."
-  (unless (equal (aref entry column) text)
-    (tabulated-list-set-col column text t)))
+  "Show TEXT in COLUMN of the row at point, whose cells are ENTRY, if it differs.
+The Runtime and Output cells of the rows on screen change each
+second: a TEXT as wide as the one shown takes its place and its
+properties, its padding and alignment staying, instead of the cell
+being printed anew (several times the allocation, for hundreds of
+rows a minute)."
+  (let ((old (aref entry column)))
+    (unless (equal old text)
+      (let* ((name (car (aref tabulated-list-format column)))
+             (start (and (stringp old) (= (string-width old) (string-width text))
+                         (mevedel-execution-panel--label-start name old)))
+             (inhibit-read-only t))
+        (if (not start)
+            (tabulated-list-set-col column text t)
+          (save-excursion
+            (goto-char start)
+            (insert text)
+            (set-text-properties start (point) (text-properties-at (point)))
+            (put-text-property start (point) 'help-echo (concat name ": " text))
+            (delete-region (point) (+ (point) (length old))))
+          (aset entry column text))))))
+
+(defun mevedel-execution-panel--label-start (name label)
+  "Return the start of LABEL, the text of column NAME, in the row at point.
+Nil unless it is there as `tabulated-list-print-col' put it."
+  (let ((pos (line-beginning-position))
+        (eol (line-end-position))
+        (found nil))
+    (while (and (not found) (< pos eol))
+      (let ((help (get-text-property pos 'help-echo)))
+        (if (and help (equal (get-text-property pos 'tabulated-list-column-name) name))
+            (setq found (and (stringp help) (string-suffix-p label help)
+                             (= (next-single-property-change pos 'help-echo nil eol)
+                                (+ pos (length label)))
+                             pos)
+                  pos eol)
+          (setq pos (next-property-change pos nil eol)))))
+    found))
 
 (defun mevedel-execution-panel-print-entry (id cols)
   "Insert the row ID with COLS, and its inspector when it is open.

@@ -278,19 +278,25 @@ That is unless each one is a live row that only grew (see
 A row that holds the very facts of the table, which growth changes
 in place, needs no comparing; one that holds other facts (from a
 listing) is compared."
-  (or (/= (length live) (length mevedel-execution-panel-live-rows))
-      (let ((rows (make-hash-table :test #'equal :size (length live))))
-        (dolist (f mevedel-execution-panel-live-rows)
-          (puthash (mevedel-execution-panel-id f) f rows))
-        (cl-some
-         (lambda (facts)
-           (let* ((id (mevedel-execution-panel-id facts))
-                  (old (gethash id rows)))
-             (or (null old)
-                 (member id mevedel-execution-panel-expanded)
-                 (and (not (eq old facts))
-                      (not (mevedel-execution-panel--grew-only-p facts old))))))
-         changed))))
+  (let ((rows mevedel-execution-panel-live-rows))
+    (or (/= (length live) (length rows))
+        (and mevedel-execution-panel-expanded
+             (cl-some (lambda (facts)
+                        (member (mevedel-execution-panel-id facts) mevedel-execution-panel-expanded))
+                      changed))
+        ;; Called a few times a second with hundreds of rows: the
+        ;; table's own facts, grown in place, are found by `memq' and
+        ;; nothing is allocated; only other facts are compared.
+        (let ((other (cl-remove-if (lambda (facts) (memq facts rows)) changed)))
+          (and other
+               (let ((by-id (make-hash-table :test #'equal :size (length rows))))
+                 (dolist (f rows)
+                   (puthash (mevedel-execution-panel-id f) f by-id))
+                 (cl-some (lambda (facts)
+                            (let ((old (gethash (mevedel-execution-panel-id facts) by-id)))
+                              (or (null old)
+                                  (not (mevedel-execution-panel--grew-only-p facts old)))))
+                          other)))))))
 
 (defun mevedel-execution-panel--grew-only-p (new old)
   "Return non-nil if the rows of facts NEW and OLD differ only by growth.

@@ -136,6 +136,7 @@ ended.
   (setq-local revert-buffer-function #'mevedel-execution-spool--revert-buffer)
   (setq-local next-error-function #'mevedel-execution-spool--next-error)
   (setq header-line-format '(:eval (mevedel-execution-spool--header)))
+  (setq font-lock-defaults '(mevedel-execution-stream-font-lock-keywords t))
   (add-hook 'kill-buffer-hook #'mevedel-execution-spool--detach nil t)
   (add-hook 'change-major-mode-hook #'mevedel-execution-spool--detach nil t))
 
@@ -159,30 +160,29 @@ that first message counts as the first step."
   "The `revert-buffer-function' of output buffers."
   (mevedel-execution-spool-revert))
 
-;;;;; Facts in words
-
-(defun mevedel-execution-spool-state-text (facts)
-  "Return the state of FACTS in words: running, waiting, or how it ended.
-A settled execution shows its status and exit code (or signal):
-\"failed (exit 2)\", \"completed (exit 0)\", \"stopped\"."
-  (let ((state (plist-get facts :state)))
-    (cond
-     ((null facts) "?")
-     ((equal state "settled")
-      (let ((status (or (plist-get facts :status) "ended"))
-            (code (plist-get facts :exit-code))
-            (signal (plist-get facts :signal)))
-        (cond (code (format "%s (exit %d)" status code))
-              ((and signal (not (equal status "stopped"))) (format "%s (%s)" status signal))
-              (t status))))
-     ((plist-get facts :waiting-for-input) "waiting for input")
-     (t (or state "?")))))
+(defvar-local mevedel-execution-spool--header-made nil
+  "(INPUTS . LINE): the header line last made, and what it shows.")
 
 (defun mevedel-execution-spool--header ()
-  "Return the header line of the current output buffer."
+  "Return the header line of the current output buffer, as last made.
+Redisplay asks at each redraw; it is made anew when what it shows differs."
+  (pcase-let* ((`(,_ ,address ,start ,total ,length) mevedel-execution-spool--source)
+               (f mevedel-execution-spool--facts)
+               (paged (and total (or (> (or start 0) 0) (not mevedel-execution-spool--tailing))))
+               (inputs (vector (and f (mevedel-execution-runtime-seconds f)) (null f) address
+                               mevedel-execution-spool--gone mevedel-execution-spool--execution-id
+                               (and paged (list start length total)) (plist-get f :state)
+                               (plist-get f :status) (plist-get f :exit-code) (plist-get f :signal)
+                               (plist-get f :waiting-for-input) (plist-get f :outcome)
+                               (plist-get f :command) (plist-get f :label))))
+    (cdr (if (equal inputs (car mevedel-execution-spool--header-made)) mevedel-execution-spool--header-made
+           (setq mevedel-execution-spool--header-made (cons inputs (mevedel-execution-spool--make-header)))))))
+
+(defun mevedel-execution-spool--make-header ()
+  "Make the header line of the current output buffer."
   (pcase-let* ((`(,_session ,address ,start ,total ,length) mevedel-execution-spool--source)
                (facts mevedel-execution-spool--facts)
-               (state (mevedel-execution-spool-state-text facts))
+               (state (mevedel-execution-state-text facts))
                (failed (equal (plist-get facts :outcome) "failure"))
                (command (plist-get facts :command))
                (label (plist-get facts :label))

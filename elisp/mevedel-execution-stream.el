@@ -25,6 +25,7 @@
 
 ;;; Code:
 
+(require 'compile)
 (require 'mevedel-execution-connection)
 
 (defvar mevedel-execution-stream--sinks (make-hash-table :test #'equal)
@@ -168,6 +169,58 @@ anyway) and handed back to jit-lock at the end of that time, in one."
   (when (cddr mevedel-execution-stream--parse-batch)
     (with-silent-modifications
       (put-text-property start (point-max) 'fontified t))))
+
+;; With `omake' among the rules (as by default), `compilation-parse-errors'
+;; makes each rule's regexp anew, two strings a rule, on every parse:
+;; half of what a parse allocates, and fresh regexps miss Emacs's cache
+;; of compiled ones.  Output buffers parse with the same rules made once
+;; (each pattern as that parse would make it, `omake' itself anonymous so
+;; the patterns are not made again): the same errors, found alike.
+
+(defvar mevedel-execution-stream--rules nil
+  "(RULES ALIST RULES* . ALIST*): the error rules last prepared.
+RULES and ALIST are the `compilation-error-regexp-alist' and
+`compilation-error-regexp-alist-alist' they were prepared from,
+RULES* and ALIST* what a parse uses instead.")
+
+(defun mevedel-execution-stream--prepared-rules ()
+  "Return (RULES* . ALIST*), the error rules in force, prepared for a parse."
+  (let ((rules compilation-error-regexp-alist)
+        (alist compilation-error-regexp-alist-alist)
+        (made mevedel-execution-stream--rules))
+    (if (and (eq (car made) rules) (eq (cadr made) alist))
+        (cddr made)
+      (let* ((omake (memq 'omake rules))
+             (pattern (lambda (item)
+                        (let ((pat (car item)))
+                          ;; As `compilation-parse-errors' makes it.
+                          (if (and omake (not (string-match-p "\\`\\([^^]\\|\\^\\( \\*\\|\\[\\)\\)" pat)))
+                              (cons (concat "^\\(?:      \\)?" (substring pat 1)) (cdr item))
+                            item))))
+             (alist* (mapcar (lambda (entry) (cons (car entry) (funcall pattern (cdr entry))))
+                             alist))
+             (rules* (mapcar (lambda (rule)
+                               (cond ((eq rule 'omake) (funcall pattern (cdr (assq 'omake alist))))
+                                     ((symbolp rule) rule)
+                                     (t (funcall pattern rule))))
+                             rules)))
+        (cddr (setq mevedel-execution-stream--rules
+                         (cons rules (cons alist (cons rules* alist*)))))))))
+
+(defun mevedel-execution-stream--ensure-parse (limit)
+  "Parse the output for errors up to LIMIT, as `compilation-mode' would.
+A font-lock keyword of output buffers, in place of
+`compilation--ensure-parse': see `mevedel-execution-stream--rules'."
+  (let* ((prepared (mevedel-execution-stream--prepared-rules))
+         (compilation-error-regexp-alist (car prepared))
+         (compilation-error-regexp-alist-alist (cdr prepared)))
+    (compilation--ensure-parse limit)))
+
+(defun mevedel-execution-stream-font-lock-keywords ()
+  "Return the font-lock keywords of output buffers.
+Those of `compilation-mode', parsing with prepared rules."
+  (cons '(mevedel-execution-stream--ensure-parse)
+        (remove '(compilation--ensure-parse) (compilation-mode-font-lock-keywords))))
 
 (provide 'mevedel-execution-stream)
 ;;; mevedel-execution-stream.el ends here

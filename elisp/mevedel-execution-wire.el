@@ -192,6 +192,23 @@ A finished one ran for its wall time."
         (when t0
           (max 0 (floor (- (float-time) t0)))))))))
 
+(defun mevedel-execution-state-text (facts)
+  "Return the state of FACTS in words: running, waiting, or how it ended.
+A settled execution shows its status and exit code (or signal):
+\"failed (exit 2)\", \"completed (exit 0)\", \"stopped\"."
+  (let ((state (plist-get facts :state)))
+    (cond
+     ((null facts) "?")
+     ((equal state "settled")
+      (let ((status (or (plist-get facts :status) "ended"))
+            (code (plist-get facts :exit-code))
+            (signal (plist-get facts :signal)))
+        (cond (code (format "%s (exit %d)" status code))
+              ((and signal (not (equal status "stopped"))) (format "%s (%s)" status signal))
+              (t status))))
+     ((plist-get facts :waiting-for-input) "waiting for input")
+     (t (or state "?")))))
+
 (defun mevedel-execution-duration (seconds)
   "Return SECONDS as a short duration: 9s, 4m07s, 2h05m; \"-\" for nil."
   (cond ((null seconds) "-")

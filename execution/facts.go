@@ -225,7 +225,9 @@ type Facts struct {
 
 // Growth is what exec/changed says of an execution whose facts changed
 // only by growth since it last named it: its output's counters, its
-// wall time and its version; every other fact is as it said then.
+// wall time and its version; every other fact is as it said then. On
+// the wire it is an array of GrowthFields in that order, not an object:
+// a client parses hundreds a second, and keys would be most of it.
 type Growth struct {
 	ExecutionID  string `json:"executionId"`
 	WallMs       int64  `json:"wallMs"`

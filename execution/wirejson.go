@@ -1,8 +1,11 @@
 package execution
 
 import (
+	"encoding/json"
+	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -157,31 +160,48 @@ func AppendJSONString(b []byte, s string) []byte { return appendJSONString(b, s)
 
 // AppendFactsJSON appends fs as a JSON array (null when nil, as
 // encoding/json has it).
-// AppendGrowthJSON appends gs as a JSON array.
+// GrowthFields names the elements of a Growth's array, in order, as the
+// same facts are named in Facts.
+var GrowthFields = []string{"executionId", "wallMs", "outputBytes", "outputLines", "omittedBytes", "unreadBytes", "version"}
+
+// MarshalJSON writes g as the array of GrowthFields.
+func (g Growth) MarshalJSON() ([]byte, error) { return appendGrowth(nil, &g), nil }
+
+// UnmarshalJSON reads the array of GrowthFields.
+func (g *Growth) UnmarshalJSON(b []byte) error {
+	var a []json.RawMessage
+	if err := json.Unmarshal(b, &a); err != nil {
+		return err
+	}
+	if len(a) != len(GrowthFields) {
+		return fmt.Errorf("growth: %d elements, want %d (%s)", len(a), len(GrowthFields), strings.Join(GrowthFields, ", "))
+	}
+	for i, dst := range []any{&g.ExecutionID, &g.WallMs, &g.OutputBytes, &g.OutputLines, &g.OmittedBytes, &g.UnreadBytes, &g.Version} {
+		if err := json.Unmarshal(a[i], dst); err != nil {
+			return fmt.Errorf("growth %s: %w", GrowthFields[i], err)
+		}
+	}
+	return nil
+}
+
+// AppendGrowthJSON appends gs as a JSON array of arrays (see Growth).
 func AppendGrowthJSON(b []byte, gs []Growth) []byte {
 	b = append(b, '[')
 	for i := range gs {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		g := &gs[i]
-		b = append(b, `{"executionId":`...)
-		b = appendJSONString(b, g.ExecutionID)
-		b = append(b, `,"wallMs":`...)
-		b = strconv.AppendInt(b, g.WallMs, 10)
-		b = append(b, `,"outputBytes":`...)
-		b = strconv.AppendInt(b, g.OutputBytes, 10)
-		b = append(b, `,"outputLines":`...)
-		b = strconv.AppendInt(b, g.OutputLines, 10)
-		b = append(b, `,"omittedBytes":`...)
-		b = strconv.AppendInt(b, g.OmittedBytes, 10)
-		b = append(b, `,"unreadBytes":`...)
-		b = strconv.AppendInt(b, g.UnreadBytes, 10)
-		b = append(b, `,"version":`...)
-		b = strconv.AppendUint(b, g.Version, 10)
-		b = append(b, '}')
+		b = appendGrowth(b, &gs[i])
 	}
 	return append(b, ']')
+}
+
+func appendGrowth(b []byte, g *Growth) []byte {
+	b = appendJSONString(append(b, '['), g.ExecutionID)
+	for _, n := range [...]int64{g.WallMs, g.OutputBytes, g.OutputLines, g.OmittedBytes, g.UnreadBytes} {
+		b = strconv.AppendInt(append(b, ','), n, 10)
+	}
+	return append(strconv.AppendUint(append(b, ','), g.Version, 10), ']')
 }
 
 func AppendFactsJSON(b []byte, fs []Facts) []byte {

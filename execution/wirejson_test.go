@@ -116,6 +116,38 @@ func randFacts(r *rand.Rand) Facts {
 	return f
 }
 
+// A Growth goes as the array of GrowthFields and reads back the same; an
+// array of another length is refused, naming the fields.
+func TestGrowthIsAnArray(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 1000 {
+		g := Growth{ExecutionID: randString(r), WallMs: r.Int64(), OutputBytes: r.Int64N(1 << 40), OutputLines: r.Int64N(9),
+			OmittedBytes: r.Int64N(9), UnreadBytes: r.Int64N(1 << 20), Version: r.Uint64()}
+		b, err := json.Marshal([]Growth{g})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var elems [][]any
+		if err := json.Unmarshal(b, &elems); err != nil || len(elems) != 1 || len(elems[0]) != len(GrowthFields) {
+			t.Fatalf("%s is not one array of %d: %v", b, len(GrowthFields), err)
+		}
+		var back []Growth
+		if err := json.Unmarshal(b, &back); err != nil || len(back) != 1 {
+			t.Fatalf("%s: %v", b, err)
+		}
+		// The id as JSON carries it: invalid UTF-8 becomes U+FFFD.
+		var id string
+		_ = json.Unmarshal([]byte(AppendJSONString(nil, g.ExecutionID)), &id)
+		if g.ExecutionID = id; back[0] != g {
+			t.Fatalf("%s read back as %+v, want %+v", b, back[0], g)
+		}
+	}
+	var g Growth
+	if err := json.Unmarshal([]byte(`["exec-a",1,2,3]`), &g); err == nil || !bytes.Contains([]byte(err.Error()), []byte("wallMs")) {
+		t.Fatalf("a short array: %v", err)
+	}
+}
+
 // The hand-written encoding is byte for byte encoding/json's, for facts,
 // observations and lists of them, whatever the strings hold.
 func TestAppendJSONIsEncodingJSON(t *testing.T) {

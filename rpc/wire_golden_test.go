@@ -104,8 +104,11 @@ type wireDoc struct {
 	RootOwner     string               `json:"rootOwner"`
 	Methods       map[string]wireShape `json:"methods"`
 	Notifications map[string]wireShape `json:"notifications"`
-	Breadcrumbs   []breadcrumbCase     `json:"breadcrumbs"`
-	Notices       []noticeCase         `json:"notices"`
+	// Arrays names the elements of what goes as an array of fields,
+	// not an object: each under its place, as "method.key".
+	Arrays      map[string][]string `json:"arrays"`
+	Breadcrumbs []breadcrumbCase    `json:"breadcrumbs"`
+	Notices     []noticeCase        `json:"notices"`
 }
 
 func code(n int) *int { return &n }
@@ -287,6 +290,7 @@ func buildWireDoc(t *testing.T) wireDoc {
 		RootOwner:     execution.RootOwner,
 		Methods:       map[string]wireShape{},
 		Notifications: map[string]wireShape{},
+		Arrays:        map[string][]string{NotifyChanged + ".grown": execution.GrowthFields},
 	}
 	for m, v := range requestParams {
 		doc.Methods[m] = shapeOf(v)

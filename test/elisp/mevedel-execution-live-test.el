@@ -168,12 +168,9 @@ an execution the table lacks is ignored."
                                                        :outputBytes 0 :outputLines 0 :version 2))))
             (let ((held (car (mevedel-execution--live-list sid t))))
               (funcall note (list :changed []
-                                  :grown (vector (list :executionId id :wallMs 1500 :outputBytes 4096
-                                                       :outputLines 80 :omittedBytes 0 :unreadBytes 4096
-                                                       :version 9)
-                                                 (list :executionId "exec-zzzzz-000099" :wallMs 1
-                                                       :outputBytes 1 :outputLines 1 :omittedBytes 0
-                                                       :unreadBytes 1 :version 1))))
+                                  ;; [id wallMs outputBytes outputLines omittedBytes unreadBytes version]
+                                  :grown (vector (vector id 1500 4096 80 0 4096 9)
+                                                 (vector "exec-zzzzz-000099" 1 1 1 0 1 1))))
               ;; The same facts, grown: nothing made anew.
               (should (eq (car (mevedel-execution--live-list sid t)) held))
               (should (eq (car heard) held)))
@@ -186,6 +183,9 @@ an execution the table lacks is ignored."
               (should (equal (plist-get facts :label) "flood"))
               (should (equal (plist-get facts :state) "running")))
             (let ((last (car events)))
+              ;; The live set as it was: the same list, not a copy made
+              ;; for each of the events that hundreds growing make.
+              (should (eq (plist-get last :live) (plist-get (cadr events) :live)))
               (should (equal (plist-get last :grown) (list id)))
               (should (equal (mapcar (lambda (f) (plist-get f :output-bytes)) (plist-get last :changed))
                              '(4096))))

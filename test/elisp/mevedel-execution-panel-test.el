@@ -195,6 +195,50 @@ draws growth cell by cell, never the whole listing."
                                       (mevedel-execution-panel-test--column id "Label"))))
           (advice-remove 'mevedel-execution-panel-redraw count))))))
 
+;; Emacs 28's `equal-including-properties' compares property values with
+;; `eq': a row is compared as its text and each run's properties.
+(defun mevedel-execution-panel-test--row (id)
+  "Return the row of ID in the current panel as its text and property runs."
+  (let* ((start (mevedel-execution-panel-row-start id))
+         (end (save-excursion (goto-char start) (line-end-position)))
+         (runs nil))
+    (cl-loop for pos = start then (next-property-change pos nil end)
+             while (< pos end)
+             do (push (cons (- pos start) (text-properties-at pos)) runs))
+    (cons (buffer-substring-no-properties start end) (nreverse runs))))
+
+(ert-deftest mevedel-execution-panel-test-cell-as-wide-rewritten-in-place ()
+  "An Output cell as wide as the one shown is rewritten in place, as printed.
+The rows on screen change it each second: the row then reads, text
+and properties, as printing the panel anew would make it, and no
+cell was printed anew."
+  (mevedel-execution-test--with-helper session
+    (mevedel-execution-panel-test--with-panel session panel
+      (switch-to-buffer panel)
+      (let* ((sid (mevedel-execution-session-id session))
+             (id "exec-zzzzz-000005")
+             (printed 0)
+             (count (lambda (&rest _) (cl-incf printed))))
+        (mevedel-execution-panel-test--changed
+         sid (list :executionId id :owner "/root" :command "yes" :state "running"
+                   :outputBytes 2048 :version 1))
+        (should (equal (mevedel-execution-panel-test--column id "Output") "2 KiB"))
+        (advice-add 'tabulated-list-set-col :before count)
+        (unwind-protect
+            (progn
+              (mevedel-execution--dispatch-notification
+               mevedel-execution--current 'exec/changed
+               (list :sessionId sid :changed [] :grown (vector (vector id 10 3072 60 0 3072 2))))
+              (mevedel-execution-drain)
+              (mevedel-execution-flush-changed)
+              (mevedel-execution-panel--draw-growth)
+              (should (equal (mevedel-execution-panel-test--column id "Output") "3 KiB"))
+              (should (= printed 0))
+              (let ((in-place (mevedel-execution-panel-test--row id)))
+                (mevedel-execution-panel-redraw)
+                (should (equal (mevedel-execution-panel-test--row id) in-place))))
+          (advice-remove 'tabulated-list-set-col count))))))
+
 (ert-deftest mevedel-execution-panel-test-growth-only-on-screen ()
   "Growth rewrites the cells of the rows on screen only, and no row else.
 A row scrolled into view shows its growth by the next tick; a panel
@@ -213,8 +257,7 @@ that comes on screen shows it at once."
                       mevedel-execution--current 'exec/changed
                       (list :sessionId sid :changed []
                             :grown (vconcat (cl-loop for id in ids
-                                                     collect (list :executionId id :outputBytes bytes
-                                                                   :version bytes)))))
+                                                     collect (vector id 10 bytes 1 0 bytes bytes)))))
                      (mevedel-execution-drain)
                      (mevedel-execution-flush-changed))))
         (apply #'mevedel-execution-panel-test--changed sid
@@ -279,8 +322,7 @@ is in a window, one not selected too."
                                     :changed (vector (append (list :pid 4242 :version 4)
                                                              facts)))
                               (list :sessionId sid :changed []
-                                    :grown (vector (list :executionId id :outputBytes 3
-                                                         :version 5)))))
+                                    :grown (vector (vector id 10 3 1 0 3 5)))))
           (mevedel-execution--dispatch-notification
            mevedel-execution--current 'exec/changed params))
         (mevedel-execution-drain)

@@ -207,5 +207,29 @@ the log instead."
                              (how-many "^more$" (point-min) (point-max))))))
           (kill-buffer buffer))))))
 
+(ert-deftest mevedel-execution-spool-test-header-made-when-it-changes ()
+  "Redisplay gets the same header line until what it shows changes.
+It asks at each redisplay, many times a second while output streams."
+  (with-current-buffer (generate-new-buffer "*mevedel-ert-header*")
+    (unwind-protect
+        (progn
+          (mevedel-execution-spool-output-mode)
+          (setq mevedel-execution-spool--source (list nil "artifact://x.log" 0 nil 0)
+                mevedel-execution-spool--tailing t
+                mevedel-execution-spool--facts
+                (list :execution-id "exec-zzzzz-000001" :command "make  -k\n all"
+                      :state "running" :output-bytes 10))
+          (let ((line (mevedel-execution-spool--header)))
+            (should (string-match-p "make -k all · running" line))
+            ;; Growth, and a page read further: nothing it shows.
+            (plist-put mevedel-execution-spool--facts :output-bytes 20)
+            (setq mevedel-execution-spool--source (list nil "artifact://x.log" 0 20 20))
+            (should (eq (mevedel-execution-spool--header) line))
+            (plist-put mevedel-execution-spool--facts :state "stopping")
+            (should (string-match-p "stopping" (mevedel-execution-spool--header)))
+            (setq mevedel-execution-spool--tailing nil)
+            (should (string-match-p "bytes 0-20 of 20" (mevedel-execution-spool--header)))))
+      (kill-buffer))))
+
 (provide 'mevedel-execution-spool-test)
 ;;; mevedel-execution-spool-test.el ends here

@@ -205,5 +205,49 @@ handed back to jit-lock whole."
             (should-not (get-text-property (1- (point-max)) 'fontified))))
       (kill-buffer))))
 
+(ert-deftest mevedel-execution-stream-test-parse-makes-no-rules ()
+  "An output buffer finds the errors `compilation-mode' finds, making no rule anew.
+With `omake' among the rules (as by default) each parse of
+`compilation-mode' makes every rule's regexp again; redisplay parses
+a streaming buffer a few times a second.  Output buffers parse with
+the rules made once, and find the same errors, indented ones too."
+  (let ((text (concat "line one\nmain.c:2:3: error: missing semicolon\n"
+                      "      lib.c:7:1: warning: indented, as omake prints\n"
+                      "*** omake: file lib.ml changed\nlast line\n"))
+        (found (lambda ()
+                 (let (out (pos (point-min)))
+                   (while (setq pos (next-single-property-change pos 'compilation-message))
+                     (when (get-text-property pos 'compilation-message)
+                       (push (buffer-substring pos (line-end-position)) out)))
+                   (nreverse out))))
+        (strings (lambda (parse)
+                   ;; Strings made by parsing the buffer's last line ten times.
+                   (let ((before (nth 6 (memory-use-counts))))
+                     (dotimes (_ 10)
+                       (setq compilation--parsed (copy-marker (line-beginning-position 0)))
+                       (funcall parse (point-max)))
+                     (- (nth 6 (memory-use-counts)) before)))))
+    (should (memq 'omake compilation-error-regexp-alist))
+    (with-temp-buffer
+      (compilation-mode)
+      (let ((inhibit-read-only t)) (insert text))
+      (font-lock-ensure)
+      (let ((theirs (funcall found)))
+        (should (= (length theirs) 3))
+        (with-current-buffer (generate-new-buffer "*mevedel-ert-parse*")
+          (unwind-protect
+              (progn
+                (mevedel-execution-spool-output-mode)
+                (let ((inhibit-read-only t)) (insert text))
+                (font-lock-ensure)
+                (should (equal (funcall found) theirs))
+                (goto-char (point-max))
+                (let ((compile-made (funcall strings #'compilation--ensure-parse))
+                      (made (funcall strings #'mevedel-execution-stream--ensure-parse)))
+                  ;; Two strings a rule a parse, against none.
+                  (should (> compile-made (* 10 (length compilation-error-regexp-alist))))
+                  (should (< made (/ compile-made 2)))))
+            (kill-buffer)))))))
+
 (provide 'mevedel-execution-stream-test)
 ;;; mevedel-execution-stream-test.el ends here

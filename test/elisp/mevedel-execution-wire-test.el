@@ -75,6 +75,17 @@ once the golden file names it, its keys are checked like any other.")
                                  (and (member wire (gethash "keys" shape)) t))
                            (list method key wire t)))))))))
 
+(ert-deftest mevedel-execution-wire-test-growth-in-order ()
+  "A `grown' entry is read in the order of the helper's array.
+Its execution id first, then each counter under the facts' own name."
+  (let ((fields (mevedel-execution-wire-test--get
+                 (mevedel-execution-wire-test--doc) "arrays" "exec/changed.grown")))
+    (should (equal (car fields) "executionId"))
+    (should (equal (mapcar (lambda (name)
+                             (mevedel-execution-lisp-key (mevedel-execution-wire-test--keyword name)))
+                           (cdr fields))
+                   mevedel-execution--growth-keys))))
+
 (ert-deftest mevedel-execution-wire-test-keys-round-trip ()
   "Every key of the helper becomes a Lisp key and back unchanged.
 So what comes in (normalized once) and what goes out (derived from
