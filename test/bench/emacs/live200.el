@@ -20,7 +20,9 @@
 ;;
 ;; Emacs's CPU over a phase is `get-internal-run-time'; its garbage
 ;; collections in the phase are counted and timed (`gcs-done',
-;; `gc-elapsed'), since one is often the largest gap.  The goals: the
+;; `gc-elapsed'), since one is often the largest gap, and the helper's
+;; notifications in the facade phase by method, since each costs Emacs
+;; a few KB of allocation to read.  The goals: the
 ;; facade's CPU at most half the make-process side's, and its largest gap
 ;; at most the idle one plus 5 ms.  The report goes to $MEVEDEL_BENCH_OUT.
 
@@ -50,6 +52,12 @@
 (defvar live200-bench--results nil "Alist of (PHASE CPU-MS MAX-GAP-MS GCS GC-MS).")
 (defvar live200-bench--timer nil "The heartbeat.")
 (defvar live200-bench--procs nil "The make-process side's processes.")
+(defvar live200-bench--notes nil
+  "The helper's notifications in the facade phase: ((METHOD . COUNT) ...).")
+
+(defun live200-bench--count-note (_conn method _params)
+  "Count the notification METHOD; each costs Emacs a few KB to read."
+  (cl-incf (alist-get method live200-bench--notes 0)))
 
 (defun live200-bench--cpu-ms ()
   "Emacs's CPU time so far, in ms."
@@ -101,9 +109,12 @@
     (delete-other-windows (get-buffer-window (current-buffer)))
     (let ((below (split-window-below)))
       (set-window-buffer below (mevedel-execution-spool-open-output session first t)))
+    (setq live200-bench--notes nil)
+    (advice-add 'mevedel-execution--dispatch-notification :before #'live200-bench--count-note)
     (live200-bench--measure
      'facade
      (lambda ()
+       (advice-remove 'mevedel-execution--dispatch-notification #'live200-bench--count-note)
        (mevedel-execution-stop-all-user session)
        (funcall then)))))
 
@@ -138,6 +149,12 @@
         (insert (format "  make-process  CPU %7.0f ms  largest heartbeat gap %6.1f ms  (a buffer each, one shown)\n" mcpu mgap))
         (insert (format "  garbage collections: idle %d in %.0f ms, facade %d in %.0f ms, make-process %d in %.0f ms\n"
                         (nth 0 igc) (nth 1 igc) (nth 0 fgc) (nth 1 fgc) (nth 0 mgc) (nth 1 mgc)))
+        (insert (format "  notifications in the facade phase: %d (%s)\n"
+                        (apply #'+ (mapcar #'cdr live200-bench--notes))
+                        (mapconcat (lambda (n) (format "%s %d" (car n) (cdr n)))
+                                   (sort (copy-sequence live200-bench--notes)
+                                         (lambda (a b) (> (cdr a) (cdr b))))
+                                   ", ")))
         (insert (format "  CPU over idle (the heartbeat's own): facade %+.0f ms, make-process %+.0f ms\n"
                         (- fcpu icpu) (- mcpu icpu)))
         (insert (format "  CPU facade/make-process %.2fx (goal <= 0.5x: %s); gap facade - idle %+.1f ms (goal <= +5 ms: %s)\n"
