@@ -44,13 +44,12 @@ Their options are in the group `mevedel-execution'."
 
 ;; An output buffer shows one execution's log from byte START to byte
 ;; END.  Pages are cut at line boundaries.  While it shows the end of
-;; the log, it follows it: the new output comes in `exec/output', and
-;; an `exec/changed' that says the log grew past what came makes it
-;; read the new range (and only that), as does its final size after
-;; `exec/settled'.  Text goes in as a terminal would leave it:
-;; colours from escapes, a carriage return rewriting its line.  The
-;; mode derives from `compilation-mode', so `next-error' visits the
-;; file:line:col locations of compilers.
+;; the log, it follows it: new output comes in `exec/output'; a gap in
+;; it, or facts of a longer log, make it read the new range (only
+;; that), as does its final size after `exec/settled'.  Text goes in as
+;; a terminal would leave it: colours from escapes, a carriage return
+;; rewriting its line.  The mode derives from `compilation-mode', so
+;; `next-error' visits the file:line:col locations of compilers.
 
 (defface mevedel-execution-spool-header-failed '((t :inherit error))
   "Face of a failed command's state in an output buffer's header line.")
@@ -385,9 +384,9 @@ on following."
 
 (defun mevedel-execution-spool--send-follow (session id on)
   "Ask the helper to follow ID of SESSION, or with ON nil to stop.
-A followed execution's output growth is announced ten times a
-second, not once, so the buffer streams it.  Advisory: a refusal,
-because it ended meanwhile, or a helper out of reach changes nothing."
+What it prints then comes in `exec/output' (`:output'), so the
+buffer streams it.  Advisory: a refusal, because it ended meanwhile,
+or a helper out of reach changes nothing."
   (ignore-errors
     (mevedel-execution-request-async
      session 'exec/follow
@@ -492,13 +491,13 @@ Older facts than those held are ignored."
 (defun mevedel-execution-spool--follow ()
   "Read the output past this buffer's end, if it ends where the log did.
 Only a buffer that showed the log's end follows it, and only when
-there is more."
-  (pcase-let ((`(,session ,address ,start ,_total ,length) mevedel-execution-spool--source))
-    (let ((size (plist-get mevedel-execution-spool--facts :output-bytes))
+there is more: as the facts say, or as a read or a chunk showed."
+  (pcase-let ((`(,session ,address ,start ,total ,length) mevedel-execution-spool--source))
+    (let ((size (max (or total 0) (or (plist-get mevedel-execution-spool--facts :output-bytes) 0)))
           (end (and start (+ start length)))
           (buffer (current-buffer)))
       (when (and session end mevedel-execution-spool--tailing (not mevedel-execution-spool--reading)
-                 (integerp size) (> size end)
+                 (> size end)
                  ;; Unless chunks bring it (the rest of a character too).
                  (not (and mevedel-execution-spool--streaming (mevedel-execution-spool-running-facts)))
                  (mevedel-execution-session-open-p session))
@@ -599,14 +598,15 @@ TOTAL is the log's size as the helper last said, or nil."
   "Append the output chunk TEXT, GOT bytes of the log from OFFSET.
 Only what goes on from the buffer's end is taken, and bytes shown
 are not added again.  While chunks go on from it, the buffer waits
-for them instead of reading; one past its end (output the helper
-dropped) makes it read the log until they meet again."
-  (pcase-let* ((`(,_session ,_address ,start ,_total ,length) mevedel-execution-spool--source)
+for them; one past its end (output the helper dropped) makes it read
+the log as far as that chunk goes, not waiting for the facts."
+  (pcase-let* ((`(,_session ,_address ,start ,total ,length) mevedel-execution-spool--source)
                (end (and start (+ start length)))
                (skip (and end (- end offset))))
     (cond ((not (and end mevedel-execution-spool--tailing)))
           ((< skip 0)
            (setq mevedel-execution-spool--streaming nil)
+           (setf (nth 3 mevedel-execution-spool--source) (max (or total 0) (+ offset got)))
            (mevedel-execution-spool--follow))
           ((and (< skip got)
                 (setq text (if (zerop skip) text (mevedel-execution-drop-bytes text skip))))

@@ -181,6 +181,38 @@ is kept until one asks for it."
       (should-not (mevedel-execution-take-early-output sid "exec-unseen"))
       (mevedel-execution-mailbox-test--open gate))))
 
+(ert-deftest mevedel-execution-stream-test-gap-is-read-as-far-as-the-chunks-go ()
+  "Output the helper dropped is read as far as the chunk past it ends.
+A burst larger than one `exec/output' carries leaves a gap in the
+offsets.  The facts that say how far the log goes come only once a
+second, so the buffer reads without them, up to where that chunk
+ends: here no facts come at all, and it still shows the end."
+  (mevedel-execution-stream-test--with session
+    (ignore session)
+    (let* ((default-directory (mevedel-execution-stream-test--project))
+           (gates (list (mevedel-execution-mailbox-test--gate)
+                        (mevedel-execution-mailbox-test--gate)))
+           (buffer (mevedel-execution-shell-command
+                    (apply #'format "printf ready; read -r _ < %s; head -c 4194304 /dev/zero | tr '\\0' a; printf end; read -r _ < %s"
+                           (mapcar #'shell-quote-argument gates))))
+           (size (+ 5 4194304 3)))
+      (mevedel-execution-test--wait-until
+       (lambda () (equal (mevedel-execution-stream-test--text buffer) "ready"))
+       "the first output")
+      (advice-add 'mevedel-execution-spool-note-facts :override #'ignore)
+      (unwind-protect
+          (progn
+            (mevedel-execution-mailbox-test--open (nth 0 gates))
+            (mevedel-execution-test--wait-until
+             (lambda () (with-current-buffer buffer
+                          (and (= (+ (nth 2 mevedel-execution-spool--source)
+                                     (nth 4 mevedel-execution-spool--source))
+                                  size)
+                               (string-suffix-p "aaend" (mevedel-execution-stream-test--text buffer)))))
+             "the burst, read past the gap, and the end"))
+        (advice-remove 'mevedel-execution-spool-note-facts #'ignore))
+      (mevedel-execution-mailbox-test--open (nth 1 gates)))))
+
 (ert-deftest mevedel-execution-stream-test-parse-held-for-a-quarter-second ()
   "Output that follows a parse within 0.25 s waits for the next, in one.
 Until then it is marked fontified, so redisplay does not parse it for
