@@ -60,9 +60,11 @@ type Execution struct {
 
 	finalShown bool // guarded by s.chMu; TakeChanged returned its final facts
 
-	// followed mirrors st.followers > 0 for the output copier, which
-	// announces growth more often while someone follows the output.
-	followed atomic.Bool
+	// inspected mirrors st.followers > st.streamers for the output
+	// copier: someone follows without the output (a panel's inspector),
+	// reading the log as exec/changed says it grew, so growth is
+	// announced ten times a second, not once.
+	inspected atomic.Bool
 	// streamed mirrors st.streamers > 0: the output copier keeps the new
 	// bytes for exec/output (stream.go).
 	streamed atomic.Bool

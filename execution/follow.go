@@ -58,7 +58,7 @@ func (e *Execution) countFollow(st *execState, on, output bool) (first bool) {
 			st.streamers--
 		}
 	}
-	e.followed.Store(st.followers > 0)
+	e.inspected.Store(st.followers > st.streamers)
 	e.streamed.Store(st.streamers > 0)
 	return first
 }

@@ -26,8 +26,9 @@ const (
 	progressEvery  = 250 * time.Millisecond
 	progressChars  = 2000
 	changedEvery   = time.Second // exec/changed for output growth, at most
-	// followedEvery is the same while someone follows the execution
-	// (exec/follow): a person watching its output sees it stream.
+	// followedEvery is exec/output's, and exec/changed's while someone
+	// follows the execution without its output (exec/follow): a person
+	// watching its output sees it stream.
 	followedEvery = 100 * time.Millisecond
 	copyMin       = 4 << 10   // first output read buffer
 	copyMax       = 256 << 10 // largest output read buffer
@@ -283,6 +284,47 @@ var copyBufs = sync.Pool{New: func() any { return new([copyMin]byte) }}
 // growthGrid is the start of the windows growth is announced in.
 var growthGrid = time.Now()
 
+// pace announces news at most once per window of a grid every execution
+// shares (growthGrid): at once when none was announced in the current
+// window, else at its end, so nothing is left unsaid when the output goes
+// quiet (the timer runs after EOF too), and what hundreds of executions
+// owe at a window's end goes together: a few exec/changed a second
+// rather than one each.
+type pace struct {
+	// say announces; at a window's end it reports whether it marked a
+	// change for the window's exec/changed.
+	say func(atEnd bool) bool
+	// announced is when say last ran, since growthGrid on the monotonic
+	// clock (negative: never); owed says a window's end will run it.
+	announced atomic.Int64
+	owed      atomic.Bool
+}
+
+func newPace(say func(atEnd bool) bool) *pace {
+	p := &pace{say: say}
+	p.announced.Store(-1)
+	return p
+}
+
+// step says there is news, for windows of length every.
+func (p *pace) step(s *Session, every time.Duration) {
+	now := time.Since(growthGrid)
+	last := time.Duration(p.announced.Load())
+	if last < 0 || now/every > last/every {
+		p.announced.Store(int64(now))
+		p.owed.Store(false)
+		p.say(false)
+	} else if !p.owed.Swap(true) {
+		s.atWindowEnd(every, func() bool {
+			if !p.owed.Swap(false) {
+				return false
+			}
+			p.announced.Store(int64(time.Since(growthGrid)))
+			return p.say(true)
+		})
+	}
+}
+
 // copyOutput spools the merged output until EOF. Past the cap or on a
 // write error it asks for a stop and keeps draining, so the child never
 // blocks on a full pipe while it is being stopped.
@@ -297,16 +339,23 @@ func (e *Execution) copyOutput(r io.Reader) {
 			copyBufs.Put(first)
 		}
 	}()
-	// Growth is announced at most once per window of a grid every
-	// execution shares (growthGrid): at once when none was announced in
-	// the current window, else at its end, so a panel never keeps a stale
-	// size after the output goes quiet, and hundreds of printing commands
-	// are announced together, a few exec/changed a second rather than
-	// one each. announced (since the grid's start, on the monotonic
-	// clock) and owed are shared with the trailing timer.
-	var announced atomic.Int64
-	announced.Store(-int64(changedEvery))
-	var owed atomic.Bool
+	// Growth goes in exec/changed once a second, a followed execution's
+	// new output in exec/output ten times a second (pace).
+	changes := newPace(func(atEnd bool) bool {
+		// The kept bytes go first: the size this announces is then not
+		// ahead of the chunks but for what is spooled meanwhile.
+		e.announceOutput()
+		if atEnd {
+			e.s.mark(e)
+		} else {
+			e.s.changed(e)
+		}
+		return true
+	})
+	output := newPace(func(bool) bool {
+		e.announceOutput()
+		return false
+	})
 	cr, _ := r.(chunkReader)
 	var at int64 // bytes spooled so far
 	for {
@@ -340,30 +389,17 @@ func (e *Execution) copyOutput(r io.Reader) {
 			}
 			e.changed()
 			// A panel shows output sizes from exec/changed; once a second
-			// is enough for that. A followed output buffer reads what is
-			// new on each, so it gets them ten times as often.
+			// is enough for that. A followed output buffer has the bytes
+			// in exec/output ten times a second, and needs no more; an
+			// inspector (a follow without output) reads the log's end
+			// as it grows, so for it growth is said ten times a second.
 			every := changedEvery
-			if e.followed.Load() {
+			if e.inspected.Load() {
 				every = followedEvery
 			}
-			now := time.Since(growthGrid)
-			last := time.Duration(announced.Load())
-			if last < 0 || now/every > last/every {
-				announced.Store(int64(now))
-				owed.Store(false)
-				e.announceOutput()
-				e.s.changed(e)
-			} else if !owed.Swap(true) {
-				// Run after EOF too: what it owes is still news.
-				e.s.atWindowEnd(every, func() bool {
-					if !owed.Swap(false) {
-						return false
-					}
-					announced.Store(int64(time.Since(growthGrid)))
-					e.announceOutput()
-					e.s.mark(e)
-					return true
-				})
+			changes.step(e.s, every)
+			if e.streamed.Load() {
+				output.step(e.s, followedEvery)
 			}
 		}
 		if cr == nil && len(b) == len(buf) && len(buf) < copyMax {

@@ -6,8 +6,10 @@ import "github.com/mevedel/mevedel-exec/spool"
 // so an output buffer shows it without asking for it (a spool/read round
 // trip after each exec/changed). While a follow with output holds, the
 // output copier keeps what it spools, and the sink takes it when it
-// writes the notification: announced with exec/changed, so the first
-// bytes go at once and later ones at most ten times a second. What is
+// writes the notification: the first bytes go at once and later ones at
+// most ten times a second, on windows of their own (run.go's pace); the
+// growth they make is said in exec/changed once a second, as any
+// execution's, since the chunks already carry it. What is
 // kept is bounded: past maxStreamBytes it is dropped, and the client,
 // which sees the gap in the offsets, reads the log instead. Every chunk
 // says where in the log it starts, so a client never adds bytes twice.

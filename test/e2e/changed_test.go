@@ -325,9 +325,23 @@ func TestFollowedOutputGrowthIsAnnouncedOften(t *testing.T) {
 	release(t, gates[1])
 	h.waitState(followed, execution.Settled)
 	h.waitState(plain, execution.Settled)
-	// The sizes announced while each ran.
-	sizes := map[string]map[int64]bool{followed: {}, plain: {}}
+	sizes := h.announcedSizes(followed, plain)
+	nf, np := len(sizes[followed]), len(sizes[plain])
+	t.Logf("output sizes announced over about 1.5 s: %d followed, %d not", nf, np)
+	if nf < 6 || nf <= np+2 {
+		t.Errorf("a followed output's growth was announced %d times, an unfollowed one's %d: the followed one does not stream", nf, np)
+	}
+}
+
+// announcedSizes returns, for each of ids, the output sizes exec/changed
+// announced while it ran.
+func (h *helper) announcedSizes(ids ...string) map[string]map[int64]bool {
+	sizes := map[string]map[int64]bool{}
+	for _, id := range ids {
+		sizes[id] = map[int64]bool{}
+	}
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	for _, n := range h.notes {
 		if n.Method != "exec/changed" {
 			continue
@@ -345,10 +359,43 @@ func TestFollowedOutputGrowthIsAnnouncedOften(t *testing.T) {
 			}
 		}
 	}
-	h.mu.Unlock()
-	nf, np := len(sizes[followed]), len(sizes[plain])
-	t.Logf("output sizes announced over about 1.5 s: %d followed, %d not", nf, np)
-	if nf < 6 || nf <= np+2 {
-		t.Errorf("a followed output's growth was announced %d times, an unfollowed one's %d: the followed one does not stream", nf, np)
+	return sizes
+}
+
+// Output followed with output (an Emacs output buffer) comes in
+// exec/output several times a second, and those chunks bring its bytes:
+// its growth is announced in exec/changed on the one-second windows of
+// every other execution, not beside each chunk. With 200 commands
+// printing, each notification costs Emacs a few KB to read.
+func TestStreamedOutputGrowthIsAnnouncedOnceASecond(t *testing.T) {
+	t.Parallel()
+	h := startHelper(t)
+	s := h.open(nil)
+	// Each waits at its gate, then prints a line every 20 ms for about
+	// 1.5 s.
+	gates := []string{fifo(t, "gate1"), fifo(t, "gate2")}
+	command := func(gate string) string {
+		return "read -r _ < " + gate + `; for i in $(seq 75); do echo "line $i"; sleep 0.02; done`
+	}
+	streamed := s.mustStart(command(gates[0]), map[string]any{"yieldMs": 0, "lane": "read", "follow": true}).Facts.ExecutionID
+	plain := s.mustStart(command(gates[1]), map[string]any{"yieldMs": 0, "lane": "read"}).Facts.ExecutionID
+	release(t, gates[0])
+	release(t, gates[1])
+	h.waitState(streamed, execution.Settled)
+	h.waitState(plain, execution.Settled)
+	sizes := h.announcedSizes(streamed, plain)
+	ns, np := len(sizes[streamed]), len(sizes[plain])
+	chunks := 0
+	for _, o := range h.outputsOf(streamed) {
+		if o.Length > 0 {
+			chunks++
+		}
+	}
+	t.Logf("over about 1.5 s: %d output chunks; output sizes announced: %d streamed, %d not", chunks, ns, np)
+	if chunks < 6 {
+		t.Errorf("%d exec/output chunks of a followed output that printed for 1.5 s: it does not stream", chunks)
+	}
+	if ns > np+2 {
+		t.Errorf("a streamed output's growth was announced %d times, an unfollowed one's %d: exec/changed beside its chunks", ns, np)
 	}
 }
