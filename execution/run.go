@@ -308,11 +308,16 @@ func newPace(say func(atEnd bool) bool) *pace {
 
 // step says there is news, for windows of length every.
 func (p *pace) step(s *Session, every time.Duration) {
+	if p.owed.Load() {
+		// A window's end says it, even past that end: under load the
+		// timers run late, and news said at once in the next window
+		// would make one exec/changed per execution, not one for all.
+		return
+	}
 	now := time.Since(growthGrid)
 	last := time.Duration(p.announced.Load())
 	if last < 0 || now/every > last/every {
 		p.announced.Store(int64(now))
-		p.owed.Store(false)
 		p.say(false)
 	} else if !p.owed.Swap(true) {
 		s.atWindowEnd(every, func() bool {
