@@ -312,17 +312,10 @@ func TestFollowedOutputGrowthIsAnnouncedOften(t *testing.T) {
 	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
-	// Each waits at its gate until the follow is in place, then prints a
-	// line every 20 ms for about 1.5 s.
-	gates := []string{fifo(t, "gate1"), fifo(t, "gate2")}
-	command := func(gate string) string {
-		return "read -r _ < " + gate + `; for i in $(seq 75); do echo "line $i"; sleep 0.02; done`
-	}
-	followed := s.mustStart(command(gates[0]), map[string]any{"yieldMs": 0, "lane": "read"}).Facts.ExecutionID
-	plain := s.mustStart(command(gates[1]), map[string]any{"yieldMs": 0, "lane": "read"}).Facts.ExecutionID
+	// Both print only once the follow is in place.
+	followed, plain, open := gatedPrinters(t, s, nil)
 	h.mustCall("exec/follow", map[string]any{"sessionId": s.id, "executionId": followed, "as": "user"}, nil)
-	release(t, gates[0])
-	release(t, gates[1])
+	open()
 	h.waitState(followed, execution.Settled)
 	h.waitState(plain, execution.Settled)
 	sizes := h.announcedSizes(followed, plain)
@@ -330,6 +323,26 @@ func TestFollowedOutputGrowthIsAnnouncedOften(t *testing.T) {
 	t.Logf("output sizes announced over about 1.5 s: %d followed, %d not", nf, np)
 	if nf < 6 || nf <= np+2 {
 		t.Errorf("a followed output's growth was announced %d times, an unfollowed one's %d: the followed one does not stream", nf, np)
+	}
+}
+
+// gatedPrinters starts two commands that each wait at a gate, then print
+// a line every 20 ms for about 1.5 s; the first is started with extra
+// params besides. open releases both gates.
+func gatedPrinters(t *testing.T, s *session, extra map[string]any) (first, second string, open func()) {
+	gates := []string{fifo(t, "gate1"), fifo(t, "gate2")}
+	command := func(gate string) string {
+		return "read -r _ < " + gate + `; for i in $(seq 75); do echo "line $i"; sleep 0.02; done`
+	}
+	params := map[string]any{"yieldMs": 0, "lane": "read"}
+	for k, v := range extra {
+		params[k] = v
+	}
+	first = s.mustStart(command(gates[0]), params).Facts.ExecutionID
+	second = s.mustStart(command(gates[1]), map[string]any{"yieldMs": 0, "lane": "read"}).Facts.ExecutionID
+	return first, second, func() {
+		release(t, gates[0])
+		release(t, gates[1])
 	}
 }
 
@@ -371,16 +384,8 @@ func TestStreamedOutputGrowthIsAnnouncedOnceASecond(t *testing.T) {
 	t.Parallel()
 	h := startHelper(t)
 	s := h.open(nil)
-	// Each waits at its gate, then prints a line every 20 ms for about
-	// 1.5 s.
-	gates := []string{fifo(t, "gate1"), fifo(t, "gate2")}
-	command := func(gate string) string {
-		return "read -r _ < " + gate + `; for i in $(seq 75); do echo "line $i"; sleep 0.02; done`
-	}
-	streamed := s.mustStart(command(gates[0]), map[string]any{"yieldMs": 0, "lane": "read", "follow": true}).Facts.ExecutionID
-	plain := s.mustStart(command(gates[1]), map[string]any{"yieldMs": 0, "lane": "read"}).Facts.ExecutionID
-	release(t, gates[0])
-	release(t, gates[1])
+	streamed, plain, open := gatedPrinters(t, s, map[string]any{"follow": true})
+	open()
 	h.waitState(streamed, execution.Settled)
 	h.waitState(plain, execution.Settled)
 	sizes := h.announcedSizes(streamed, plain)
