@@ -181,9 +181,8 @@ func (s *Spool) writeFile(p []byte) (int, error) {
 // about a third of the kernel's CPU for the write (0.14 against 0.22 ms
 // per MiB in 64 KiB writes). Nothing is allocated past the limit, and
 // what is allocated past the end is given back when the spool is closed.
-// A filesystem short of
-// space gets its blocks only as they are written, so the allocation
-// never takes room another write needs.
+// A filesystem short of space gets its blocks only as they are written,
+// so the allocation never takes room another write needs.
 const (
 	aheadAfter = 8 << 20 // output before anything is allocated ahead
 	aheadStep  = 8 << 20 // allocated at a time
