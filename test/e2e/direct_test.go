@@ -147,6 +147,21 @@ func TestSimpleCommandRunsWithoutBash(t *testing.T) {
 	s := h.open(nil)
 	faults := pageFaults(t, s, nil)
 	const cmd = "cat /proc/self/stat"
+	wantFaultsAsAlone(t, faults, cmd, "")
+	// One with an expansion is still bash's, which execs cat once it has
+	// expanded the word (to nothing).
+	got := faults(map[string]any{"command": cmd + " ${NOT_SET_ANYWHERE}"})
+	alone := faults(map[string]any{"command": nil, "argv": []string{"cat", "/proc/self/stat"}})
+	bash := faults(map[string]any{"command": nil, "argv": []string{"/bin/bash", "-c", cmd}})
+	if got <= (bash+alone)/2 {
+		t.Fatalf("with an expansion: %d page faults, as alone (%d), not as under bash (%d)", got, alone, bash)
+	}
+}
+
+// wantFaultsAsAlone runs cmd (cat /proc/self/stat) three times each way,
+// and wants its page faults those of cat alone, not of cat under bash.
+func wantFaultsAsAlone(t *testing.T, faults func(map[string]any) int, cmd, how string) {
+	t.Helper()
 	for range 3 {
 		bash := faults(map[string]any{"command": nil, "argv": []string{"/bin/bash", "-c", cmd}})
 		alone := faults(map[string]any{"command": nil, "argv": []string{"cat", "/proc/self/stat"}})
@@ -155,16 +170,8 @@ func TestSimpleCommandRunsWithoutBash(t *testing.T) {
 			t.Fatalf("bash's start made no page faults to tell by: %d under bash, %d alone", bash, alone)
 		}
 		if got >= (bash+alone)/2 {
-			t.Fatalf("%q made %d page faults: as under bash (%d), not as alone (%d)", cmd, got, bash, alone)
+			t.Fatalf("%s%q made %d page faults: as under bash (%d), not as alone (%d)", how, cmd, got, bash, alone)
 		}
-	}
-	// One with an expansion is still bash's, which execs cat once it has
-	// expanded the word (to nothing).
-	got := faults(map[string]any{"command": cmd + " ${NOT_SET_ANYWHERE}"})
-	alone := faults(map[string]any{"command": nil, "argv": []string{"cat", "/proc/self/stat"}})
-	bash := faults(map[string]any{"command": nil, "argv": []string{"/bin/bash", "-c", cmd}})
-	if got <= (bash+alone)/2 {
-		t.Fatalf("with an expansion: %d page faults, as alone (%d), not as under bash (%d)", got, alone, bash)
 	}
 }
 
@@ -177,18 +184,7 @@ func TestConfinedSimpleCommandRunsWithoutBash(t *testing.T) {
 	cwd := t.TempDir()
 	box := confined(cwd)
 	faults := pageFaults(t, s, map[string]any{"cwd": cwd, "sandbox": box})
-	const cmd = "cat /proc/self/stat"
-	for range 3 {
-		bash := faults(map[string]any{"command": nil, "argv": []string{"/bin/bash", "-c", cmd}})
-		alone := faults(map[string]any{"command": nil, "argv": []string{"cat", "/proc/self/stat"}})
-		got := faults(map[string]any{"command": cmd})
-		if bash <= alone {
-			t.Fatalf("bash's start made no page faults to tell by: %d under bash, %d alone", bash, alone)
-		}
-		if got >= (bash+alone)/2 {
-			t.Fatalf("confined %q made %d page faults: as under bash (%d), not as alone (%d)", cmd, got, bash, alone)
-		}
-	}
+	wantFaultsAsAlone(t, faults, "cat /proc/self/stat", "confined ")
 	for _, command := range []string{"env", "cat /proc/self/cmdline", "readlink /proc/self/cwd", "false", "no-such-program-anywhere", "touch /etc/mevedel-direct-denied"} {
 		p := map[string]any{"command": command, "cwd": cwd, "sandbox": box, "env": map[string]string{"MEVEDEL_E2E": "1"}}
 		direct, do := s.runEnded(p)
