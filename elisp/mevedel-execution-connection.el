@@ -47,6 +47,25 @@ When it cannot be found, the helper installed by
   :type '(repeat string)
   :group 'mevedel-execution)
 
+(defcustom mevedel-execution-nice 10
+  "Niceness of the commands the helper runs, from 0 to 19.
+Commands that keep every CPU busy (a build, hundreds of watchers)
+then yield the CPU to Emacs, which stays responsive beside them;
+they take whatever Emacs leaves.  Where the kernel schedules by
+session (autogroups), the helper's session yields too, so its
+commands also yield to the programs of other sessions.  0 runs
+them as any program of Emacs.  It takes effect when the helper
+starts (the daemon: when it starts detached)."
+  :type '(integer :tag "Niceness (0 to 19)")
+  :group 'mevedel-execution)
+
+(defun mevedel-execution--nice-arguments ()
+  "The helper's arguments for `mevedel-execution-nice'."
+  (let ((n mevedel-execution-nice))
+    (unless (and (integerp n) (<= 0 n 19))
+      (user-error "`mevedel-execution-nice' must be an integer from 0 to 19, not %S" n))
+    (and (> n 0) (list "--nice" (number-to-string n)))))
+
 (defcustom mevedel-execution-connection 'child
   "How Emacs reaches the helper.
 `child': the helper is a child process of this Emacs, and what runs
@@ -286,7 +305,8 @@ Unlike `mevedel-execution-connect', it starts nothing."
 (defun mevedel-execution--daemon-socket (program)
   "Start PROGRAM's daemon unless one is running; return its socket's file name."
   (with-temp-buffer
-    (let ((status (call-process program nil t nil "daemon")))
+    (let ((status (apply #'call-process program nil t nil "daemon"
+                         (mevedel-execution--nice-arguments))))
       (goto-char (point-max))
       (skip-chars-backward " \t\n")
       (let ((last (buffer-substring-no-properties (line-beginning-position) (point))))
@@ -312,6 +332,8 @@ Unlike `mevedel-execution-connect', it starts nothing."
 In `daemon' mode (`mevedel-execution-connection') it connects to
 the helper daemon, starting it first when none runs."
   (let* ((program (mevedel-execution-program-file))
+         (command (cons program (append mevedel-execution-program-arguments
+                                        (mevedel-execution--nice-arguments))))
          ;; The helper runs locally, whatever buffer we are called from.
          (default-directory (expand-file-name "~/"))
          (socket (and (eq mevedel-execution-connection 'daemon)
@@ -340,7 +362,7 @@ the helper daemon, starting it first when none runs."
                        :noquery t)
                     (make-process
                      :name "mevedel-exec"
-                     :command (cons program mevedel-execution-program-arguments)
+                     :command command
                      :connection-type 'pipe
                      :coding 'utf-8-emacs-unix
                      :noquery t

@@ -131,6 +131,8 @@ func spawnShimmed(cmd *exec.Cmd, tag string, flags []string) (*child, *Tree, err
 		return nil, nil, err
 	}
 	pid := cmd.Process.Pid
+	// Before a gated command runs: what it starts inherits the nice.
+	reniceChild(pid, cmd.SysProcAttr != nil && cmd.SysProcAttr.Setsid)
 	// Not reaped before this returns (the lock), so it is still there.
 	start, _ := StartTime(pid)
 	c := &child{pid: pid, proc: cmd.Process, tree: NewTree(pid, tag, start), done: make(chan struct{})}

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -145,7 +146,8 @@ func daemon(args []string) int {
 	idle := fs.Duration("idle-exit", defaultIdleExit, "exit after this long with no client and nothing running or waiting to be delivered (0: never)")
 	stall := fs.Duration("stall-timeout", rpc.DefaultStallTimeout, "disconnect a client that takes no output for this long while some waits for it")
 	readyFD := fs.Int("ready-fd", 0, "(internal) write \"ready\" or why not to this descriptor")
-	if err := fs.Parse(args); err != nil {
+	nice := niceFlag(fs)
+	if err := parseHelperFlags(fs, args, nice); err != nil {
 		return 2
 	}
 	sock, err := daemonSocket()
@@ -158,13 +160,13 @@ func daemon(args []string) int {
 		if *readyFD > 0 {
 			ready = os.NewFile(uintptr(*readyFD), "ready")
 		}
-		return serveDaemon(sock, *idle, *stall, ready)
+		return serveDaemon(sock, *idle, *stall, *nice, ready)
 	}
 	if answering(sock) {
 		fmt.Println(sock)
 		return 0
 	}
-	if err := detach(sock, *idle, *stall); err != nil {
+	if err := detach(sock, *idle, *stall, *nice); err != nil {
 		fmt.Fprintf(os.Stderr, "mevedel-exec daemon: %v (its log: %s)\n", err, filepath.Join(filepath.Dir(sock), logName))
 		return 1
 	}
@@ -174,7 +176,7 @@ func daemon(args []string) int {
 
 // detach starts `daemon --foreground` in a session of its own, its output
 // in the log file, and waits until it says it listens.
-func detach(sock string, idle, stall time.Duration) error {
+func detach(sock string, idle, stall time.Duration, nice int) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -195,7 +197,7 @@ func detach(sock string, idle, stall time.Duration) error {
 	}
 	defer r.Close()
 	cmd := exec.Command(self, "daemon", "--foreground", "--ready-fd", "3",
-		"--idle-exit", idle.String(), "--stall-timeout", stall.String())
+		"--idle-exit", idle.String(), "--stall-timeout", stall.String(), "--nice", strconv.Itoa(nice))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, logf, logf
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.Dir = "/"
@@ -230,7 +232,7 @@ func detach(sock string, idle, stall time.Duration) error {
 
 // serveDaemon is the daemon itself. One holds the lock at a time; one that
 // finds it held waits for the holder to listen and leaves it the work.
-func serveDaemon(sock string, idle, stall time.Duration, ready io.WriteCloser) int {
+func serveDaemon(sock string, idle, stall time.Duration, nice int, ready io.WriteCloser) int {
 	say := func(s string) {
 		if ready != nil {
 			_, _ = io.WriteString(ready, s+"\n")
@@ -267,7 +269,7 @@ func serveDaemon(sock string, idle, stall time.Duration, ready io.WriteCloser) i
 		}
 		_ = os.Remove(sock)
 	}
-	signals, done := helperProcess(logger)
+	signals, done := helperProcess(logger, nice)
 	defer done()
 	old := syscall.Umask(0o177) // private from its creation, not after a chmod
 	l, err := net.Listen("unix", sock)
@@ -289,12 +291,14 @@ func serveDaemon(sock string, idle, stall time.Duration, ready io.WriteCloser) i
 var startProfile = func() (stop func()) { return func() {} }
 
 // helperProcess makes this process a helper: its logging, the signals
-// that shut it down, the native shim and the child subreaper. done stops
-// the reaper once everything has ended.
-func helperProcess(logger *log.Logger) (signals chan os.Signal, done func()) {
+// that shut it down, the niceness of its commands (valid), the native
+// shim and the child subreaper. done stops the reaper once everything has
+// ended.
+func helperProcess(logger *log.Logger, nice int) (signals chan os.Signal, done func()) {
 	stopProfile := startProfile()
 	execution.SetLogger(logger)
 	process.SetLogger(logger)
+	_ = process.Yield(nice)
 	// Caught from the start, so none of them kills the helper before its
 	// executions are stopped. A caught signal, unlike an ignored one, is
 	// reset to its default in the commands the helper starts.

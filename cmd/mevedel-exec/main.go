@@ -14,14 +14,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mevedel/mevedel-exec/process"
 	"github.com/mevedel/mevedel-exec/remote/agent"
 	"github.com/mevedel/mevedel-exec/rpc"
 )
 
 const usage = `usage:
-  mevedel-exec serve [--listen PATH]   speak the protocol on stdio (or a unix socket)
+  mevedel-exec serve [--listen PATH] [--nice N]   speak the protocol on stdio (or a unix socket)
   mevedel-exec run [flags] -- COMMAND   run COMMAND through a helper, print its output
-  mevedel-exec daemon [--idle-exit D]   start the per-user daemon (detached) unless it runs
+  mevedel-exec daemon [--idle-exit D] [--nice N]   start the per-user daemon (detached) unless it runs
   mevedel-exec ps|logs|stop|grep|attach|wait ...   the daemon's executions, for a person at a shell
   mevedel-exec host                    the host agent an SSH host runs for a helper (stdio)
   mevedel-exec --version
@@ -60,11 +61,12 @@ func serve(args []string) int {
 	listen := fs.String("listen", "", "serve one client on this unix socket (mode 0600) instead of stdio")
 	linger := fs.Duration("linger", 0, "with --listen: after a client leaves without shutdown, keep its sessions this long for the next client")
 	stall := fs.Duration("stall-timeout", rpc.DefaultStallTimeout, "disconnect a client that takes no output for this long while some waits for it")
-	if err := fs.Parse(args); err != nil {
+	nice := niceFlag(fs)
+	if err := parseHelperFlags(fs, args, nice); err != nil {
 		return 2
 	}
 	logger := log.New(os.Stderr, "mevedel-exec: ", log.LstdFlags|log.Lmicroseconds)
-	signals, done := helperProcess(logger)
+	signals, done := helperProcess(logger, *nice)
 	defer done()
 	o := rpc.Options{Logger: logger, StallTimeout: *stall}
 	if *listen != "" {
@@ -100,6 +102,23 @@ func serve(args []string) int {
 	}
 	defer os.Remove(*listen)
 	return exitCode(srv.ServeListener(l, *linger), logger)
+}
+
+// niceFlag is the helper's --nice: how far its commands yield the CPU.
+func niceFlag(fs *flag.FlagSet) *int {
+	return fs.Int("nice", 0, "run every command at this niceness (0 to 19), and the helper's session too when it leads one, so that an editor beside them stays responsive")
+}
+
+// parseHelperFlags parses a helper's flags; an error has been said.
+func parseHelperFlags(fs *flag.FlagSet, args []string, nice *int) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := process.ValidNice(*nice); err != nil {
+		fmt.Fprintf(os.Stderr, "mevedel-exec %s: %v\n", fs.Name(), err)
+		return err
+	}
+	return nil
 }
 
 func exitCode(err error, logger *log.Logger) int {

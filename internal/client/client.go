@@ -37,6 +37,9 @@ type Options struct {
 	// at the terminal reaches only the caller, which then stops commands
 	// through the protocol and shuts the helper down in order.
 	OwnGroup bool
+	// OwnSession starts the helper as the leader of a session of its
+	// own, as an editor starts it.
+	OwnSession bool
 	// Credential runs the helper as another user (the tests of what
 	// holds for an unprivileged uid, run as root).
 	Credential *syscall.Credential
@@ -68,8 +71,8 @@ func spawn(o Options, piped bool) (*Child, error) {
 	}
 	cmd := exec.Command(o.Bin, args...)
 	cmd.Env, cmd.Dir, cmd.Stderr = o.Env, o.Dir, o.Stderr
-	if o.OwnGroup || o.Credential != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: o.OwnGroup, Credential: o.Credential}
+	if o.OwnGroup || o.OwnSession || o.Credential != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: o.OwnGroup, Setsid: o.OwnSession, Credential: o.Credential}
 	}
 	// A descendant that inherited the helper's stderr must not keep Wait
 	// from returning once the helper itself is gone.

@@ -38,6 +38,10 @@
 (defvar mevedel-execution-test--limits '(:graceMs 500)
   "Wire limits of the sessions the fixture opens; tests may bind it.")
 
+(defvar mevedel-execution-test--nice 0
+  "`mevedel-execution-nice' of the fixture's helpers; tests may bind it.
+0: the commands of a suite running beside other work are not starved.")
+
 (defun mevedel-execution-test--call-with-helper (fn)
   "Call FN with a session on a fresh helper; tear everything down after.
 The helper gets a private HOME, so no user profile runs.  Every
@@ -48,6 +52,7 @@ temporary file the test makes goes below one directory, removed after."
          (state (make-temp-file "mevedel-ert-state-" t))
          (process-environment (append (list (concat "HOME=" home)) process-environment))
          (mevedel-execution-program mevedel-execution-test--program)
+         (mevedel-execution-nice mevedel-execution-test--nice)
          (mevedel-execution-event-functions nil)
          (mevedel-execution-wake-functions nil)
          (mevedel-execution-mailbox-delivery-function nil)

@@ -35,6 +35,23 @@
       (should (equal (plist-get facts :outcome) "failure"))
       (should-not (plist-get facts :signal)))))
 
+(ert-deftest mevedel-execution-test-commands-yield-to-emacs ()
+  "Commands run at `mevedel-execution-nice', and so does what they start."
+  (let ((mevedel-execution-test--nice 7))
+    (mevedel-execution-test--with-helper session
+      (should (equal (plist-get (mevedel-execution-test--start session "nice") :output) "7\n"))
+      (should (equal (plist-get (mevedel-execution-test--start session "sh -c nice; true") :output) "7\n"))
+      (should (equal (plist-get (mevedel-execution-test--start session "nice" :tty t) :output) "7\r\n"))
+      ;; Emacs starts the helper in a session of its own, which yields too.
+      (let ((group (format "/proc/%d/autogroup"
+                           (process-id (jsonrpc--process mevedel-execution--current)))))
+        (when (file-exists-p group)
+          (should (string-match-p "nice 7$" (with-temp-buffer
+                                              (insert-file-contents group)
+                                              (string-trim (buffer-string)))))))))
+  (let ((mevedel-execution-nice 20))
+    (should-error (mevedel-execution--nice-arguments) :type 'user-error)))
+
 (ert-deftest mevedel-execution-test-yield-poll-stop ()
   "A long command yields, shows in the list, polls, and stops."
   (mevedel-execution-test--with-helper session
