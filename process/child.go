@@ -32,6 +32,8 @@ func StartChild(cmd *exec.Cmd) (*Child, error) {
 	}
 	c := &child{pid: cmd.Process.Pid, proc: cmd.Process, done: make(chan struct{})}
 	reaper.children[c.pid] = c
+	// A local target's commands descend from it: they yield as any.
+	reniceChild(c.pid, false)
 	return &Child{c}, nil
 }
 

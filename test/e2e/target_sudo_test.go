@@ -189,6 +189,21 @@ func TestSudoTargetFacts(t *testing.T) {
 	}
 }
 
+// A target on this machine yields the CPU like a local command: its
+// commands descend from the sudo process the helper starts at its nice.
+func TestSudoTargetCommandsRunAtTheHelpersNiceness(t *testing.T) {
+	t.Parallel()
+	sudoSetup(t)
+	h := startHelper(t, func(o *client.Options, _ string) {
+		o.Bin, o.Args = sudoFixture.bin, []string{"serve", "--nice", "7"}
+	})
+	s := h.open(nil)
+	cwd := "/sudo:" + sudoTarget + "@localhost:" + ownedDir(t, sudoFixture.uids[sudoTarget])
+	if o := s.mustStart("nice; id -un", map[string]any{"cwd": cwd}); o.Output != "7\n"+sudoTarget+"\n" {
+		t.Fatalf("on %s: printed %q (%s), want nice 7 as %s", cwd, o.Output, ended(o), sudoTarget)
+	}
+}
+
 // sudo that wants a password is unavailable at once, says so, and
 // leaves nothing running; a user sudo does not know is named.
 func TestSudoWantingAPasswordRefused(t *testing.T) {
