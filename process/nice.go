@@ -44,7 +44,10 @@ func Yield(n int) error {
 		for try := 0; ; try++ {
 			err := setAutogroupNice(os.Getpid(), n)
 			if !errors.Is(err, unix.EAGAIN) || try == 10 {
-				if err != nil && !errors.Is(err, os.ErrNotExist) {
+				switch {
+				case err == nil:
+					logf("this session's scheduling group is at nice %d, as its commands", n)
+				case !errors.Is(err, os.ErrNotExist):
 					logf("cannot lower the session's scheduling group to nice %d: %v", n, err)
 				}
 				return

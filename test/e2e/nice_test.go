@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/mevedel/mevedel-exec/internal/client"
@@ -49,9 +51,7 @@ func TestCommandsRunAtTheHelpersNiceness(t *testing.T) {
 			t.Errorf("%s: printed %q (%s), want %q", c.name, out, ended(o), c.want)
 		}
 	}
-	if nice, ok := autogroupNice(t, h.c.Child().Pid()); ok && nice != "7" {
-		t.Errorf("the helper's session autogroup has nice %q, want 7", nice)
-	}
+	wantGroupNice(t, h, "7")
 	// Unprivileged, the kernel takes one autogroup change in 100 ms, so a
 	// terminal start's is certain only for root.
 	if os.Geteuid() == 0 {
@@ -64,6 +64,43 @@ func TestCommandsRunAtTheHelpersNiceness(t *testing.T) {
 	plain := startHelper(t).open(nil)
 	if out, o := plain.runEnded(map[string]any{"command": "nice"}); out != "0\n" {
 		t.Errorf("without --nice: printed %q (%s), want 0", out, ended(o))
+	}
+}
+
+// An unprivileged helper, as a person runs it, yields the same way: its
+// commands at the nice, and its session's autogroup (which the kernel may
+// make it retry for: one unprivileged change in 100 ms).
+func TestUnprivilegedHelperYieldsToo(t *testing.T) {
+	t.Parallel()
+	sudoSetup(t)
+	uid := sudoFixture.uids[sudoNoPassword]
+	dir := ownedDir(t, uid)
+	home := filepath.Join(dir, "home")
+	mkdirOwned(t, dir, home, uid)
+	h := startHelper(t, func(o *client.Options, _ string) {
+		o.Bin, o.Env, o.Args, o.OwnSession = sudoFixture.bin, baseEnv(home), []string{"serve", "--nice", "7"}, true
+		o.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}
+	})
+	h.home = home
+	s := h.openAt(filepath.Join(dir, "state"), nil)
+	if out, o := s.runEnded(map[string]any{"command": "nice; id -u", "cwd": home}); out != "7\n"+strconv.Itoa(uid)+"\n" {
+		t.Errorf("printed %q (%s), want nice 7 as uid %d", out, ended(o), uid)
+	}
+	wantGroupNice(t, h, "7")
+}
+
+// wantGroupNice waits for the helper to say it set its session's
+// autogroup, which it does off its start, then checks the nice there.
+func wantGroupNice(t *testing.T, h *helper, want string) {
+	t.Helper()
+	if _, ok := autogroupNice(t, h.c.Child().Pid()); !ok {
+		return // a kernel without autogroups
+	}
+	if !h.stderr.Wait(waitBound, func(s string) bool { return strings.Contains(s, "scheduling group") }) {
+		t.Fatalf("the helper did not say it set its session's autogroup: %s", h.stderr.String())
+	}
+	if nice, _ := autogroupNice(t, h.c.Child().Pid()); nice != want {
+		t.Errorf("the helper's session autogroup has nice %q, want %s (its log: %s)", nice, want, h.stderr.String())
 	}
 }
 

@@ -42,10 +42,18 @@
       (should (equal (plist-get (mevedel-execution-test--start session "nice") :output) "7\n"))
       (should (equal (plist-get (mevedel-execution-test--start session "sh -c nice; true") :output) "7\n"))
       (should (equal (plist-get (mevedel-execution-test--start session "nice" :tty t) :output) "7\r\n"))
-      ;; Emacs starts the helper in a session of its own, which yields too.
+      ;; Emacs starts the helper in a session of its own, which yields too;
+      ;; the helper says so once it has.
       (let ((group (format "/proc/%d/autogroup"
                            (process-id (jsonrpc--process mevedel-execution--current)))))
         (when (file-exists-p group)
+          (mevedel-execution-test--wait-until
+           (lambda () (let ((log (get-buffer mevedel-execution-stderr-buffer)))
+                        (and log (with-current-buffer log
+                                   (save-excursion
+                                     (goto-char (point-min))
+                                     (search-forward "scheduling group is at nice 7" nil t))))))
+           "the helper's word that its session yields")
           (should (string-match-p "nice 7$" (with-temp-buffer
                                               (insert-file-contents group)
                                               (string-trim (buffer-string)))))))))
