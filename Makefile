@@ -83,11 +83,11 @@ bench: build
 
 # Emacs's main thread while a command prints 64 MiB: facade vs make-process.
 bench-emacs: build
-	emacs --batch -Q -L elisp -l test/bench/emacs/heartbeat.el
+	emacs --batch -Q -L elisp -L test/bench/emacs -l test/bench/emacs/heartbeat.el
 
 # A yielded command's settlement to the facade's durable mailbox/ack.
 bench-ack: build
-	emacs --batch -Q -L elisp -l test/bench/emacs/ack.el
+	emacs --batch -Q -L elisp -L test/bench/emacs -l test/bench/emacs/ack.el
 
 # A command's first output on screen (emacs -nw under tmux): the facade's
 # shell command against compile, the same command, interleaved.
@@ -104,12 +104,12 @@ bench-live200: build
 # their panel open, replayed without the commands (batch).
 bench-replay200: build
 	HOME=$$(mktemp -d) MEVEDEL_EXEC_PROGRAM=$(CURDIR)/bin/mevedel-exec REPLAY_SECONDS=$${REPLAY_SECONDS:-20} \
-	  emacs --batch -Q -L elisp -l test/bench/emacs/replay200.el
+	  emacs --batch -Q -L elisp -L test/bench/emacs -l test/bench/emacs/replay200.el
 
 # Emacs's 10 ms heartbeat while run-one-shot waits for a 2 s command,
 # next to the same wait with a blocking call-process.
 bench-oneshot: build
-	emacs --batch -Q -L elisp -l test/bench/emacs/oneshot.el
+	emacs --batch -Q -L elisp -L test/bench/emacs -l test/bench/emacs/oneshot.el
 
 clean:
 	rm -rf bin dist elisp/*.elc

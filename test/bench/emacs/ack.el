@@ -4,7 +4,7 @@
 
 ;; Run from the repository's root, after `make build':
 ;;
-;;   emacs --batch -Q -L elisp -l test/bench/emacs/ack.el
+;;   emacs --batch -Q -L elisp -L test/bench/emacs -l test/bench/emacs/ack.el
 ;;
 ;; (`make bench-ack').  One sample is one yielded command that ends on
 ;; its own while Emacs idles in `accept-process-output': the helper
@@ -45,12 +45,7 @@
 (require 'cl-lib)
 (require 'subr-x)
 (require 'mevedel-execution)
-(require 'bench-common
-         (expand-file-name "bench-common.el"
-                           (file-name-directory
-                            (or load-file-name
-                                (bound-and-true-p byte-compile-current-file)
-                                buffer-file-name))))
+(require 'bench-common) ; the Makefile's targets and tty.sh put it on the load path
 
 (defconst ack-bench--samples
   (let ((n (getenv "ACK_BENCH_SAMPLES")))

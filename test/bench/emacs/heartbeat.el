@@ -4,7 +4,7 @@
 
 ;; Run from the repository's root, after `make build':
 ;;
-;;   emacs --batch -Q -L elisp -l test/bench/emacs/heartbeat.el
+;;   emacs --batch -Q -L elisp -L test/bench/emacs -l test/bench/emacs/heartbeat.el
 ;;
 ;; A repeating 5 ms timer records `float-time' stamps; the gap between
 ;; two consecutive stamps says how long the main loop could not run
@@ -46,12 +46,7 @@
 (require 'cl-lib)
 (require 'subr-x)
 (require 'mevedel-execution)
-(require 'bench-common
-         (expand-file-name "bench-common.el"
-                           (file-name-directory
-                            (or load-file-name
-                                (bound-and-true-p byte-compile-current-file)
-                                buffer-file-name))))
+(require 'bench-common) ; the Makefile's targets and tty.sh put it on the load path
 
 ;;;; Parameters
 

@@ -31,12 +31,7 @@
 (require 'cl-lib)
 (require 'subr-x)
 
-(require 'bench-common
-         (expand-file-name "bench-common.el"
-                           (file-name-directory
-                            (or load-file-name
-                                (bound-and-true-p byte-compile-current-file)
-                                buffer-file-name))))
+(require 'bench-common) ; the Makefile's targets and tty.sh put it on the load path
 (bench-common-use-compiled-facade)
 (require 'mevedel-execution)
 

@@ -17,12 +17,7 @@
 ;;; Code:
 
 (require 'cl-lib)
-(require 'bench-common
-         (expand-file-name "bench-common.el"
-                           (file-name-directory
-                            (or load-file-name
-                                (bound-and-true-p byte-compile-current-file)
-                                buffer-file-name))))
+(require 'bench-common) ; the Makefile's targets and tty.sh put it on the load path
 ;; Byte-compiled, as a package install leaves it: interpreted, each
 ;; function call and `let' allocates, which no installed package does.
 (bench-common-use-compiled-facade)

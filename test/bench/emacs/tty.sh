@@ -19,7 +19,7 @@ mkdir -m 700 "$dir/home"
 out="$dir/report"
 tmux -S "$sock" new-session -d -x 120 -y 40 \
   env HOME="$dir/home" MEVEDEL_BENCH_OUT="$out" MEVEDEL_BENCH_COMMAND="${MEVEDEL_BENCH_COMMAND:-}" MEVEDEL_BENCH_TRACE="${MEVEDEL_BENCH_TRACE:-}" MEVEDEL_EXEC_PROGRAM="$PWD/bin/mevedel-exec" \
-  emacs -nw -Q -L elisp -l "$el"
+  emacs -nw -Q -L elisp -L test/bench/emacs -l "$el"
 pane=$(tmux -S "$sock" list-panes -F '#{pane_pid}')
 # Bounded: a benchmark that hangs is reported with its last screen.
 for _ in $(seq 3000); do
