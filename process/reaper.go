@@ -103,6 +103,12 @@ func spawn(cmd *exec.Cmd, tag string, o spawnOpts) (*child, *Tree, error) {
 		}
 	}
 	c, tree, err := spawnShimmed(cmd, tag, shimFlags(gateFd, o.shield))
+	if err == nil {
+		// Before a gated command runs, and outside the reaper's lock (a
+		// terminal start's autogroup is a file write): what the command
+		// starts inherits the nice.
+		reniceChild(c.pid, cmd.SysProcAttr != nil && cmd.SysProcAttr.Setsid)
+	}
 	if gate == nil {
 		return c, tree, err
 	}
@@ -131,8 +137,6 @@ func spawnShimmed(cmd *exec.Cmd, tag string, flags []string) (*child, *Tree, err
 		return nil, nil, err
 	}
 	pid := cmd.Process.Pid
-	// Before a gated command runs: what it starts inherits the nice.
-	reniceChild(pid, cmd.SysProcAttr != nil && cmd.SysProcAttr.Setsid)
 	// Not reaped before this returns (the lock), so it is still there.
 	start, _ := StartTime(pid)
 	c := &child{pid: pid, proc: cmd.Process, tree: NewTree(pid, tag, start), done: make(chan struct{})}
