@@ -32,10 +32,14 @@ func labelled(out string) map[string]int {
 
 // takePid starts `sleep 1000` with pid, by setting the last pid the
 // kernel handed out (ns_last_pid, which needs CAP_SYS_ADMIN: the fixture
-// runs as root). Other processes may take the pid first: try again.
+// runs as root). Other processes may take the pid first: try again, once
+// one that holds it (the parallel tests start many) has ended.
 func takePid(t *testing.T, pid int) *exec.Cmd {
 	t.Helper()
 	for attempt := 0; attempt < 1000; attempt++ {
+		if !testsupport.WaitGone(pid, waitBound) {
+			t.Fatalf("pid %d stays another process's", pid)
+		}
 		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
 			t.Fatalf("setting ns_last_pid: %v", err)
 		}
