@@ -22,7 +22,11 @@
 ;; collections in the phase are counted and timed (`gcs-done',
 ;; `gc-elapsed'), since one is often the largest gap, and the helper's
 ;; notifications in the facade phase by method, since each costs Emacs
-;; a few KB of allocation to read.  The goals: the
+;; a few KB of allocation to read.  After the facade phase five forced
+;; collections of the same heap are timed while the commands still run
+;; and again once they have ended: what their load alone adds to a
+;; collection, the usual largest gap.  The helper's CPU over the phase
+;; is reported too.  The goals: the
 ;; facade's CPU at most half the make-process side's, and its largest gap
 ;; at most the idle one plus 5 ms.  The report goes to $MEVEDEL_BENCH_OUT.
 
@@ -80,6 +84,44 @@
                live200-bench--results))
        (funcall then))))))
 
+(defvar live200-bench--forced nil
+  "Forced collections of the facade's heap: ((WHEN WALL-MS CPU-MS) ...).")
+
+(defvar live200-bench--helper-cpu nil "The helper's CPU in the facade phase, in ms.")
+
+(defun live200-bench--forced-gcs (when)
+  "Time five forced collections of this heap, noted as WHEN: the p50s."
+  (let (walls cpus)
+    (dotimes (_ 5)
+      (let ((t0 (float-time))
+            (c0 (live200-bench--cpu-ms)))
+        (garbage-collect)
+        (push (* 1000 (- (float-time) t0)) walls)
+        (push (- (live200-bench--cpu-ms) c0) cpus)))
+    (push (list when (bench-common-percentile walls 50) (bench-common-percentile cpus 50))
+          live200-bench--forced)))
+
+(defun live200-bench--process-cpu-ms (pid)
+  "CPU time of process PID so far (user and system), in ms."
+  (let ((a (process-attributes pid)))
+    (* 1000 (+ (float-time (alist-get 'utime a)) (float-time (alist-get 'stime a))))))
+
+(defun live200-bench--when-children-gone (pid then)
+  "Call THEN once process PID has no children left (at most 20 s on)."
+  (let ((deadline (+ (float-time) 20))
+        timer)
+    (setq timer
+          (run-at-time
+           0 0.1
+           (live200-bench--guard
+            (lambda ()
+              (when (or (> (float-time) deadline)
+                        (not (cl-some (lambda (p)
+                                        (eql pid (alist-get 'ppid (process-attributes p))))
+                                      (list-system-processes))))
+                (cancel-timer timer)
+                (funcall then))))))))
+
 (defun live200-bench--facade (then)
   "Run the facade phase, then call THEN."
   (let* ((state (make-temp-file "live200-state-" t))
@@ -106,12 +148,22 @@
       (set-window-buffer below (mevedel-execution-spool-open-output session first t)))
     (setq live200-bench--notes nil)
     (advice-add 'mevedel-execution--dispatch-notification :before #'live200-bench--count-note)
-    (live200-bench--measure
-     'facade
-     (lambda ()
-       (advice-remove 'mevedel-execution--dispatch-notification #'live200-bench--count-note)
-       (mevedel-execution-stop-all-user session)
-       (funcall then)))))
+    (let* ((helper (process-id (bench-common-helper-process mevedel-execution-program)))
+           (cpu0 (live200-bench--process-cpu-ms helper)))
+      (live200-bench--measure
+       'facade
+       (lambda ()
+         (advice-remove 'mevedel-execution--dispatch-notification #'live200-bench--count-note)
+         (setq live200-bench--helper-cpu (- (live200-bench--process-cpu-ms helper) cpu0))
+         ;; The same heap collected with the commands running and after
+         ;; they end: what their load alone adds to a collection.
+         (live200-bench--forced-gcs 'loaded)
+         (mevedel-execution-stop-all-user session)
+         (live200-bench--when-children-gone
+          helper
+          (lambda ()
+            (live200-bench--forced-gcs 'quiet)
+            (funcall then))))))))
 
 (defun live200-bench--make-process (then)
   "Run the make-process phase, then call THEN."
@@ -144,6 +196,11 @@
         (insert (format "  make-process  CPU %7.0f ms  largest heartbeat gap %6.1f ms  (a buffer each, one shown)\n" mcpu mgap))
         (insert (format "  garbage collections: idle %d in %.0f ms, facade %d in %.0f ms, make-process %d in %.0f ms\n"
                         (nth 0 igc) (nth 1 igc) (nth 0 fgc) (nth 1 fgc) (nth 0 mgc) (nth 1 mgc)))
+        (pcase-let ((`(,_ ,lwall ,lcpu) (assq 'loaded live200-bench--forced))
+                    (`(,_ ,qwall ,qcpu) (assq 'quiet live200-bench--forced)))
+          (insert (format "  the facade's heap collected by force, p50 of 5: %.1f ms (CPU %.1f ms) with the commands running, %.1f ms (CPU %.1f ms) after they ended\n"
+                          lwall lcpu qwall qcpu)))
+        (insert (format "  the helper's CPU in the facade phase: %.0f ms\n" live200-bench--helper-cpu))
         (insert (format "  notifications in the facade phase: %d (%s)\n"
                         (apply #'+ (mapcar #'cdr live200-bench--notes))
                         (mapconcat (lambda (n) (format "%s %d" (car n) (cdr n)))
