@@ -88,8 +88,9 @@ func (s *Session) Recent(c Caller) []Facts {
 	}
 	s.mu.Unlock()
 	out := make([]Facts, 0, len(execs))
+	digests := map[string]uint64{}
 	for _, e := range execs {
-		out = append(out, e.Facts())
+		out = append(out, e.factsWith(digests))
 	}
 	sortFacts(out)
 	return out

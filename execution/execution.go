@@ -83,7 +83,15 @@ func (e *Execution) ID() string { return e.id }
 // Facts returns a snapshot of the execution's facts, with the ports it
 // listens on read now (or a moment ago).
 func (e *Execution) Facts() Facts {
-	e.refreshListening(nil)
+	return e.factsWith(nil)
+}
+
+// factsWith is Facts for one execution of many read in a row: with
+// digests shared among them, a tree's descriptors are scanned for
+// listening sockets only when its network namespace's set changed since
+// its last scan (refreshListening).
+func (e *Execution) factsWith(digests map[string]uint64) Facts {
+	e.refreshListening(digests)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.snapshot(&e.st)
