@@ -36,6 +36,26 @@
                   (process-list))
       (error "No live helper process")))
 
+(declare-function comp-async-runnings "comp")
+(defvar comp-files-queue)
+
+(defun bench-common-no-native-compilation ()
+  "Compile nothing to native code from now on, and wait for what started.
+An Emacs with native compilation compiles each library it loads that
+has none yet, in Emacs processes of its own; with a fresh HOME, that
+is every library but the preloaded ones.  The terminal's own library
+is loaded before any option takes effect: its compilation, about a
+second of CPU, would run beside the first measurements."
+  (when (boundp 'native-comp-deferred-compilation)
+    (setq native-comp-deferred-compilation nil))
+  ;; What is queued and not started stays byte code.
+  (when (boundp 'comp-files-queue)
+    (setq comp-files-queue nil))
+  (when (fboundp 'comp-async-runnings)
+    (let ((deadline (+ (float-time) 120)))
+      (while (and (> (comp-async-runnings) 0) (< (float-time) deadline))
+        (accept-process-output nil 0.05)))))
+
 (defun bench-common-use-compiled-facade ()
   "Put the facade byte-compiled, as a package install leaves it, first on `load-path'.
 It is copied to a temporary directory and compiled there by another
@@ -44,9 +64,7 @@ uncompiled).  Call it before requiring the facade."
   (let ((src (expand-file-name "elisp" bench-common-root))
         (dir (make-temp-file "bench-elc-" t)))
     (add-hook 'kill-emacs-hook (lambda () (delete-directory dir t)))
-    ;; Byte code, as measured: no native compilation starting meanwhile.
-    (when (boundp 'native-comp-deferred-compilation)
-      (setq native-comp-deferred-compilation nil))
+    (bench-common-no-native-compilation)
     (dolist (file (directory-files src t "\\`mevedel-execution.*\\.el\\'"))
       (copy-file file (expand-file-name (file-name-nondirectory file) dir)))
     (unless (eql 0 (apply #'call-process (expand-file-name invocation-name invocation-directory)

@@ -21,7 +21,9 @@ out="$dir/report"
 # processes of its own, each library the benchmark loads that has no
 # native code yet (with a fresh HOME, all but the preloaded ones): work
 # on the machine's CPUs, during the runs, that has nothing to do with
-# what is measured. Both sides run byte code, as they did before.
+# what is measured. Both sides run byte code, as they did before. The
+# terminal's library, loaded before this option applies, is waited for
+# (bench-common-no-native-compilation).
 tmux -S "$sock" new-session -d -x 120 -y 40 \
   env HOME="$dir/home" MEVEDEL_BENCH_OUT="$out" MEVEDEL_BENCH_COMMAND="${MEVEDEL_BENCH_COMMAND:-}" MEVEDEL_BENCH_TRACE="${MEVEDEL_BENCH_TRACE:-}" MEVEDEL_EXEC_PROGRAM="$PWD/bin/mevedel-exec" \
   emacs -nw -Q -L elisp -L test/bench/emacs --eval '(setq native-comp-deferred-compilation nil)' -l "$el"
