@@ -13,7 +13,7 @@
 ;; `mevedel-execution-shell-command', once through `compile', the two
 ;; interleaved, the Emacs waiting in its command loop in between as it
 ;; would for a person.  One warm-up run of each is not counted (the
-;; helper's start, `compile''s first load).  The figures are the p50 and
+;; helper's start, `compile''s first load); its time is reported apart.  The figures are the p50 and
 ;; p90 of `firstoutput-bench--runs' runs of each side, and the ratio of
 ;; the p50s; the goal is at most 1.5x and under 50 ms.
 ;;
