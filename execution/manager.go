@@ -117,6 +117,15 @@ type Manager struct {
 
 	remote remoteHosts // SSH connections, for the helper's life
 
+	// env is the login environment of this machine's commands, one for
+	// every session: a login shell that takes most of a second runs once
+	// per helper, not once per project. It is captured from initialize
+	// on, while the client opens its session; the helper's end (life)
+	// stops a capture in progress.
+	env     *process.LoginEnv
+	life    context.Context
+	endLife context.CancelFunc
+
 	// hidden are control paths of this helper besides its sessions'
 	// state directories (a --listen socket), hidden in every box;
 	// guarded by mu.
@@ -153,7 +162,15 @@ func NewManager(events Events) *Manager {
 	if err != nil {
 		logf("execution: %v", err)
 	}
-	return &Manager{events: events, bash: bash, sessions: map[string]*Session{}, connected: true}
+	life, endLife := context.WithCancel(context.Background())
+	return &Manager{events: events, bash: bash, sessions: map[string]*Session{}, connected: true,
+		env: process.NewLoginEnv(life, bash), life: life, endLife: endLife}
+}
+
+// WarmLoginEnv starts capturing the login environment, unless it is known
+// or being captured, so that the first command need not wait for it.
+func (m *Manager) WarmLoginEnv() {
+	go m.env.Get(m.life)
 }
 
 // SetConnected follows the client connection. Deliveries in flight when
@@ -236,7 +253,7 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 		prefix:   dir.Prefix,
 		limits:   limits.withDefaults(),
 		journal:  rec.journal,
-		env:      process.NewLoginEnv(life, m.bash),
+		env:      m.env,
 		execs:    map[string]*Execution{},
 		owners:   rec.owners,
 		unknown:  rec.unknown,
@@ -250,7 +267,7 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 	s.mail.connected = m.connected
 	m.sessions[id] = s
 	// Warm the login environment now, so the first command need not wait.
-	s.Go(func() { s.env.Get(life) })
+	m.WarmLoginEnv()
 	s.Go(s.retirer)
 	s.Go(s.mail.run)
 	s.redeliver(rec.owed)
@@ -315,8 +332,13 @@ func (m *Manager) BeginShutdown() []*Session {
 	for _, s := range sessions {
 		s.beginClose()
 	}
+	m.endLife() // no command starts now: a capture under way stops
 	return sessions
 }
+
+// WaitLoginEnv waits, after BeginShutdown, for the login shell of a
+// capture to be gone.
+func (m *Manager) WaitLoginEnv() { m.env.Wait() }
 
 // Shutdown closes every session and refuses new ones. It blocks until all
 // executions have settled.
@@ -324,4 +346,5 @@ func (m *Manager) Shutdown() {
 	for _, s := range m.BeginShutdown() {
 		s.Wait()
 	}
+	m.WaitLoginEnv()
 }

@@ -319,7 +319,6 @@ func (s *Session) Wait() {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
-	s.env.Wait()
 	if err := s.journal.Close(); err != nil {
 		logf("session %s: closing the journal: %v", s.id, err)
 	}

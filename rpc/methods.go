@@ -26,6 +26,8 @@ func (s *Server) initialize(req *jsonrpc2.Request, r *reply) {
 		return
 	}
 	r.ok(InitializeResult{ServerName: ServerName, ServerVersion: ServerVersion, ProtocolVersion: ProtocolVersion, InstanceID: s.instanceID, Pid: os.Getpid()})
+	// While the client opens its session, the login shell runs.
+	s.mgr.WarmLoginEnv()
 }
 
 func (s *Server) shutdownRequest(req *jsonrpc2.Request, r *reply) {

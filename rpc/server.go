@@ -264,6 +264,7 @@ func (s *Server) beginShutdown(outside bool) (wait func()) {
 			sess.Wait()
 			s.untrack(sess)
 		}
+		s.mgr.WaitLoginEnv()
 		close(s.downDone)
 	}
 }

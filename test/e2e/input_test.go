@@ -3,12 +3,15 @@ package e2e
 // Input and the environment a command starts with.
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mevedel/mevedel-exec/execution"
+	"github.com/mevedel/mevedel-exec/internal/client"
 )
 
 func TestPipeInput(t *testing.T) {
@@ -87,6 +90,52 @@ func TestEnvironmentDefaults(t *testing.T) {
 		if gv, ok := got[k]; !ok || gv != v {
 			t.Errorf("%s=%q (present %v), want %q", k, gv, ok, v)
 		}
+	}
+}
+
+// The login shell runs once per helper, not once per session (each
+// project of a person's has one), and from initialize on, while the
+// client opens its first session: its profile may take most of a second.
+func TestLoginEnvironmentIsCapturedOncePerHelper(t *testing.T) {
+	t.Parallel()
+	profile := `echo run >> "$HOME/profile-runs"
+[ -p "$HOME/ran" ] && echo ran > "$HOME/ran"
+export FROM_PROFILE=captured
+`
+	h := startHelper(t, withProfile(profile), func(_ *client.Options, home string) {
+		if err := mkfifo(filepath.Join(home, "ran")); err != nil {
+			panic(err)
+		}
+	})
+	h.mustCall("initialize", map[string]any{"clientName": "e2e"}, nil)
+	// No session is open yet: the profile runs all the same.
+	ran := make(chan error, 1)
+	go func() {
+		b, err := os.ReadFile(filepath.Join(h.home, "ran"))
+		if err == nil && string(b) != "ran\n" {
+			err = fmt.Errorf("read %q", b)
+		}
+		ran <- err
+	}()
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(waitBound):
+		t.Fatal("the login shell did not run after initialize")
+	}
+	if err := os.Remove(filepath.Join(h.home, "ran")); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if o := h.open(nil).mustStart(`echo "v=$FROM_PROFILE"`, nil); o.Output != "v=captured\n" {
+			t.Fatalf("session %d: %q", i, o.Output)
+		}
+	}
+	runs, _ := os.ReadFile(filepath.Join(h.home, "profile-runs"))
+	if n := strings.Count(string(runs), "run"); n != 1 {
+		t.Fatalf("the profile ran %d times for two sessions, want once", n)
 	}
 }
 
