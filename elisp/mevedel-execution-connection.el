@@ -295,12 +295,14 @@ Unlike `mevedel-execution-connect', it starts nothing."
 (defvar mevedel-execution--generation 0
   "Generation of the most recently started helper.")
 
-(defun mevedel-execution-connect ()
-  "Return a connection to a running helper, starting one if needed."
+(defun mevedel-execution-connect (&optional meanwhile)
+  "Return a connection to a running helper, starting one if needed.
+MEANWHILE, a function, is called before it returns: while a helper
+being started answers its handshake, or at once."
   (let ((conn mevedel-execution--current))
     (if (and conn (jsonrpc-running-p conn))
-        conn
-      (mevedel-execution--start-helper))))
+        (progn (when meanwhile (funcall meanwhile)) conn)
+      (mevedel-execution--start-helper meanwhile))))
 
 (defun mevedel-execution--daemon-socket (program)
   "Start PROGRAM's daemon unless one is running; return its socket's file name."
@@ -327,10 +329,11 @@ Unlike `mevedel-execution-connect', it starts nothing."
         (mevedel-execution-daemon-connection-p conn)
       (eq mevedel-execution-connection 'daemon))))
 
-(defun mevedel-execution--start-helper ()
+(defun mevedel-execution--start-helper (&optional meanwhile)
   "Start the helper, shake hands with it, and return the connection.
 In `daemon' mode (`mevedel-execution-connection') it connects to
-the helper daemon, starting it first when none runs."
+the helper daemon, starting it first when none runs.  MEANWHILE is
+called while the handshake's answer is awaited."
   (let* ((program (mevedel-execution-program-file))
          (command (cons program (append mevedel-execution-program-arguments
                                         (mevedel-execution--nice-arguments))))
@@ -375,7 +378,8 @@ the helper daemon, starting it first when none runs."
                       'initialize
                       (list :client-name "mevedel-execution.el"
                             :client-version mevedel-execution-package-version
-                            :protocol-version mevedel-execution-protocol-version)))
+                            :protocol-version mevedel-execution-protocol-version))
+                     nil meanwhile)
                   (error
                    (mevedel-execution-kill-connection conn)
                    (signal (car err) (cdr err))))))

@@ -517,7 +517,16 @@ counts by its host, so nothing is asked of the host to name it."
 (defun mevedel-execution-person-session (&optional directory)
   "Return the person's open session for DIRECTORY's project, opening it.
 See `mevedel-execution-person-session-id'."
-  (let ((id (mevedel-execution-person-session-id directory)))
+  (let (id failed)
+    ;; A person's first command starts the helper: it starts and answers
+    ;; its handshake while the project is found (the first lookup loads
+    ;; the VC backends and asks each).
+    (mevedel-execution-connect
+     (lambda ()
+       (condition-case err
+           (setq id (mevedel-execution-person-session-id directory))
+         (error (setq failed err)))))
+    (when failed (signal (car failed) (cdr failed)))
     (or (mevedel-execution-find-session id)
         (mevedel-execution-open-session id (mevedel-execution--person-state-dir id)))))
 

@@ -67,6 +67,28 @@ Return (EXECUTION-ID . GATE)."
 
 ;;;; The person's session of a directory
 
+(ert-deftest mevedel-execution-person-test-helper-starts-while-the-project-is-found ()
+  "A person's first command starts the helper before finding the project.
+The first lookup of a project loads the VC backends and asks each
+of them, some tens of milliseconds in a fresh Emacs; the helper's
+start and handshake take as long, and run meanwhile."
+  (mevedel-execution-test--as-person _session _messages
+    (mevedel-execution-shutdown (mevedel-execution-current-connection))
+    (let* ((dir (file-name-as-directory (make-temp-file "mevedel-ert-project-" t)))
+           (running nil)
+           (note (lambda (&rest _)
+                   (let ((conn (mevedel-execution-current-connection)))
+                     (push (and conn (jsonrpc-running-p conn) t) running)))))
+      (should-not (let ((conn (mevedel-execution-current-connection)))
+                    (and conn (jsonrpc-running-p conn))))
+      (advice-add 'project-current :before note)
+      (unwind-protect
+          (should (mevedel-execution-person-session dir))
+        (advice-remove 'project-current note))
+      (should (equal running '(t)))
+      (should (mevedel-execution-session-connection
+               (mevedel-execution-session-id (mevedel-execution-person-session dir)))))))
+
 (ert-deftest mevedel-execution-person-test-project-found-once ()
   "A directory's project is looked for once, and again when a name changes.
 The second command in a directory asks no VC backend; a repository
