@@ -253,7 +253,6 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 		prefix:   dir.Prefix,
 		limits:   limits.withDefaults(),
 		journal:  rec.journal,
-		env:      m.env,
 		execs:    map[string]*Execution{},
 		owners:   rec.owners,
 		unknown:  rec.unknown,
@@ -261,7 +260,7 @@ func (m *Manager) Open(id, stateDir string, limits Limits) (SessionInfo, error) 
 		retireQ:  make(chan string),
 		monitors: map[string]*Monitor{},
 	}
-	s.runner = &process.Local{Bash: m.bash, Env: s.env, Direct: true}
+	s.runner = &process.Local{Bash: m.bash, Env: m.env, Direct: true}
 	s.att.owners = map[string]*ownerMarks{}
 	s.mail = newMailbox(s)
 	s.mail.connected = m.connected

@@ -30,10 +30,10 @@ type Session struct {
 	journal  *transcript.Journal // immutable; closed at close
 	// life is the session's one lifetime: it ends when the session begins
 	// to close (under mu, so no execution registers after that), which
-	// also stops a login-environment capture and a remote connect.
+	// also stops a remote connect. (The login environment is the
+	// manager's, shared by every session.)
 	life    context.Context
 	endLife context.CancelFunc
-	env     *process.LoginEnv
 	runner  *process.Local
 	sched   scheduler
 	wg      sync.WaitGroup // run goroutines and waiting requests
