@@ -277,7 +277,7 @@ func (s *Session) TakeChanged() (changed []Facts, grown []Growth, ok bool) {
 }
 
 // beginClose marks the session closing, stops every live execution
-// (session-ended) and any login-environment capture. It does not block.
+// (session-ended). It does not block.
 func (s *Session) beginClose() {
 	s.mu.Lock()
 	first := s.life.Err() == nil
