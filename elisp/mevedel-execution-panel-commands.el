@@ -51,7 +51,6 @@
 (declare-function mevedel-execution-panel-redraw "mevedel-execution-panel" (&optional clock))
 (declare-function mevedel-execution-panel-row-start "mevedel-execution-panel" (id))
 (declare-function mevedel-execution-panel-show "mevedel-execution-panel" (live &optional gone))
-(declare-function mevedel-execution-panel-sort-finished "mevedel-execution-panel" (facts-list))
 
 (defvar-local mevedel-execution-panel--dismissed nil
   "Dismissals \\<mevedel-execution-panel-mode-map>\\[mevedel-execution-panel-unmark] can undo, newest first.

@@ -841,10 +841,5 @@ Those the panel kept as it settled are there already."
   "The `revert-buffer-function' of the panel: refresh it."
   (mevedel-execution-panel-refresh))
 
-(defun mevedel-execution-panel-sort-finished (facts-list)
-  "Return FACTS-LIST, finished rows, newest end first."
-  (sort facts-list (lambda (a b) (string> (or (plist-get a :ended-at) "")
-                                          (or (plist-get b :ended-at) "")))))
-
 (provide 'mevedel-execution-panel)
 ;;; mevedel-execution-panel.el ends here

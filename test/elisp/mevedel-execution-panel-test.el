@@ -509,6 +509,22 @@ and gives the transcript one line saying so; the panel shows it lost."
 (provide 'mevedel-execution-panel-test)
 ;;; mevedel-execution-panel-test.el ends here
 
+(ert-deftest mevedel-execution-panel-test-finished-order ()
+  "Finished rows go newest end first; two that ended in the same
+millisecond, the one started later first, whatever order they came in."
+  (let* ((row (lambda (id started ended)
+                (list :execution-id id :state "settled" :started-at started :ended-at ended)))
+         (a (funcall row "exec-x-000001" "2026-01-01T00:00:01.000Z" "2026-01-01T00:00:05.000Z"))
+         (b (funcall row "exec-x-000002" "2026-01-01T00:00:02.000Z" "2026-01-01T00:00:05.000Z"))
+         (c (funcall row "exec-x-000003" "2026-01-01T00:00:03.000Z" "2026-01-01T00:00:04.000Z"))
+         (d (funcall row "exec-x-000004" "2026-01-01T00:00:03.000Z" "2026-01-01T00:00:04.000Z"))
+         (unended (list :execution-id "exec-x-000005" :state "settled")))
+    (dolist (order (list (list a b c d unended) (list unended d c b a) (list c a unended d b)))
+      (should (equal (mapcar (lambda (f) (plist-get f :execution-id))
+                             (mevedel-execution-panel-sort-finished (copy-sequence order)))
+                     '("exec-x-000002" "exec-x-000001" "exec-x-000004" "exec-x-000003"
+                       "exec-x-000005"))))))
+
 (ert-deftest mevedel-execution-panel-test-inspector-follows-ports ()
   "An open inspector follows its row: a port the command starts to listen
 on shows although the command prints nothing; closing it stops that."

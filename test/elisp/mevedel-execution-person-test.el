@@ -769,15 +769,21 @@ rows asks first."
            (person (mevedel-execution-person-session dir))
            (panel (mevedel-execution-panel person))
            (ids (lambda () (with-current-buffer panel (mevedel-execution-panel-test--ids))))
+           ;; The rows IDS, in this order, none of them live: a command
+           ;; may print and exit yet settle after one started later.
+           (finished (lambda (&rest want)
+                       (with-current-buffer panel
+                         (and (equal (mevedel-execution-panel-test--ids) want)
+                              (not (cl-some #'mevedel-execution-panel-live-p want))))))
            (id-of (lambda (buffer) (buffer-local-value 'mevedel-execution-spool--execution-id buffer)))
            (one (funcall id-of first)))
       (switch-to-buffer panel)
       (delete-other-windows)
-      (mevedel-execution-test--wait-until (lambda () (equal (funcall ids) (list one)))
+      (mevedel-execution-test--wait-until (lambda () (funcall finished one))
                                           "the first finished row")
       (let ((two (funcall id-of (mevedel-execution-shell-command "echo two"))))
         (condition-case nil
-            (mevedel-execution-test--wait-until (lambda () (equal (funcall ids) (list two one)))
+            (mevedel-execution-test--wait-until (lambda () (funcall finished two one))
                                                 "the second finished row, above")
           (ert-test-failed
            (ert-fail (list "no second finished row above the first" :rows (funcall ids)
