@@ -176,20 +176,57 @@ anyway) and handed back to jit-lock at the end of that time, in one."
 ;; of compiled ones.  Output buffers parse with the same rules made once
 ;; (each pattern as that parse would make it, `omake' itself anonymous so
 ;; the patterns are not made again): the same errors, found alike.
+;;
+;; Even made once, the sixty-odd rules do not fit that cache of twenty:
+;; each parse compiled every one again, and the copy the cache keeps of
+;; each was most of what a streaming buffer allocated.  So a parse first
+;; looks for all of them at once, in one regexp that stays compiled;
+;; where it finds none, only the rules it cannot hold are tried (a rule
+;; with a back reference, whose group number the union would change).
 
 (defvar mevedel-execution-stream--rules nil
-  "(RULES ALIST RULES* . ALIST*): the error rules last prepared.
+  "The error rules last prepared: [RULES ALIST RULES* ALIST* ANY ALWAYS].
 RULES and ALIST are the `compilation-error-regexp-alist' and
 `compilation-error-regexp-alist-alist' they were prepared from,
-RULES* and ALIST* what a parse uses instead.")
+RULES* and ALIST* what a parse uses instead.  ANY is one regexp that
+matches wherever one of RULES* but those of ALWAYS does, or nil;
+ALWAYS the rules it does not hold, which every parse tries.")
+
+(defun mevedel-execution-stream--back-reference-p (regexp)
+  "Return non-nil if REGEXP may hold a back reference (\\N).
+A backslash and a digit inside brackets count too: a rule is only
+ever kept out of the union for it."
+  (let ((i 0) (n (length regexp)) found)
+    (while (and (not found) (< (1+ i) n))
+      (if (/= (aref regexp i) ?\\)
+          (setq i (1+ i))
+        (setq found (<= ?1 (aref regexp (1+ i)) ?9)
+              i (+ i 2))))
+    found))
+
+(defun mevedel-execution-stream--union (rules alist)
+  "Return (ANY . ALWAYS) for RULES, of ALIST.
+See `mevedel-execution-stream--rules'."
+  (let (patterns always)
+    (dolist (rule rules)
+      (let ((pat (car (if (symbolp rule) (cdr (assq rule alist)) rule))))
+        (if (and (stringp pat) (not (mevedel-execution-stream--back-reference-p pat)))
+            (push (concat "\\(?:" pat "\\)") patterns)
+          (push rule always))))
+    (let ((any (and patterns (mapconcat #'identity (nreverse patterns) "\\|"))))
+      ;; One that Emacs cannot compile (too big) is no shortcut.
+      (if (and any (condition-case nil (progn (string-match-p any "") t) (error nil)))
+          (cons any (nreverse always))
+        (cons nil rules)))))
 
 (defun mevedel-execution-stream--prepared-rules ()
-  "Return (RULES* . ALIST*), the error rules in force, prepared for a parse."
+  "Return the error rules in force, prepared.
+See `mevedel-execution-stream--rules'."
   (let ((rules compilation-error-regexp-alist)
         (alist compilation-error-regexp-alist-alist)
         (made mevedel-execution-stream--rules))
-    (if (and (eq (car made) rules) (eq (cadr made) alist))
-        (cddr made)
+    (if (and made (eq (aref made 0) rules) (eq (aref made 1) alist))
+        made
       (let* ((omake (memq 'omake rules))
              (pattern (lambda (item)
                         (let ((pat (car item)))
@@ -203,17 +240,39 @@ RULES* and ALIST* what a parse uses instead.")
                                (cond ((eq rule 'omake) (funcall pattern (cdr (assq 'omake alist))))
                                      ((symbolp rule) rule)
                                      (t (funcall pattern rule))))
-                             rules)))
-        (cddr (setq mevedel-execution-stream--rules
-                         (cons rules (cons alist (cons rules* alist*)))))))))
+                             rules))
+             (union (mevedel-execution-stream--union rules* alist*)))
+        (setq mevedel-execution-stream--rules
+              (vector rules alist rules* alist* (car union) (cdr union)))))))
+
+(defun mevedel-execution-stream--any-error-p (any limit)
+  "Return non-nil if ANY matches in the text a parse up to LIMIT would read.
+That text is found as `compilation--ensure-parse' finds it: from the
+line where the last parse ended, and the lines of a message it
+began, to the line after LIMIT."
+  (save-excursion
+    (goto-char limit)
+    (let ((end (line-beginning-position 2)))
+      (goto-char (if (markerp compilation--parsed)
+                     (max compilation--parsed (point-min))
+                   (point-min)))
+      (forward-line 0)
+      (while (and (not (bobp)) (get-text-property (1- (point)) 'compilation-multiline))
+        (forward-line -1))
+      (let ((case-fold-search compilation-error-case-fold-search))
+        (re-search-forward any end t)))))
 
 (defun mevedel-execution-stream--ensure-parse (limit)
   "Parse the output for errors up to LIMIT, as `compilation-mode' would.
 A font-lock keyword of output buffers, in place of
 `compilation--ensure-parse': see `mevedel-execution-stream--rules'."
   (let* ((prepared (mevedel-execution-stream--prepared-rules))
-         (compilation-error-regexp-alist (car prepared))
-         (compilation-error-regexp-alist-alist (cdr prepared)))
+         (any (aref prepared 4))
+         (compilation-error-regexp-alist
+          (if (and any (not (mevedel-execution-stream--any-error-p any limit)))
+              (aref prepared 5)
+            (aref prepared 2)))
+         (compilation-error-regexp-alist-alist (aref prepared 3)))
     (compilation--ensure-parse limit)))
 
 (defun mevedel-execution-stream-font-lock-keywords ()
