@@ -178,8 +178,8 @@ anyway) and handed back to jit-lock at the end of that time, in one."
 ;; the patterns are not made again): the same errors, found alike.
 ;;
 ;; Even made once, the sixty-odd rules do not fit that cache of twenty:
-;; each parse compiled every one again, and the copy the cache keeps of
-;; each was most of what a streaming buffer allocated.  So a parse first
+;; each parse compiled every one again, and the copies the cache keeps
+;; were most of what a parse allocated.  So a parse first
 ;; looks for all of them at once, in one regexp that stays compiled;
 ;; where it finds none, only the rules it cannot hold are tried (a rule
 ;; with a back reference, whose group number the union would change).
