@@ -166,14 +166,26 @@ RECORDS are in the order the helper returned them."
 (defconst mevedel-execution-transcript--word-chars 24
   "Most characters of a status or a signal name.")
 
+(defconst mevedel-execution-transcript--gaps
+  "[[:cntrl:][:space:]\u00ad\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]+"
+  "A run of what may not show in a line, which becomes one space.")
+
 (defun mevedel-execution-transcript-one-line (text)
   "Return TEXT on one line, without control or format characters.
 Bidirectional overrides and zero-width marks, which could reorder
-or hide text, go too."
-  (string-trim
-   (replace-regexp-in-string
-    "[[:cntrl:][:space:]\u00ad\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]+"
-    " " text)))
+or hide text, go too.  The result is a new string."
+  (let ((i 0) (n (length text)) (plain t))
+    ;; Most texts (a panel's 200 commands, redrawn) have nothing to
+    ;; replace but single spaces between words: a copy, where the
+    ;; replacement makes several strings a space.
+    (while (and plain (string-match mevedel-execution-transcript--gaps text i))
+      (setq plain (and (> (match-beginning 0) 0) (< (match-end 0) n)
+                       (= (match-end 0) (1+ (match-beginning 0)))
+                       (eq (aref text (match-beginning 0)) ?\s))
+            i (match-end 0)))
+    (if plain
+        (copy-sequence text)
+      (string-trim (replace-regexp-in-string mevedel-execution-transcript--gaps " " text)))))
 
 (defun mevedel-execution-transcript--gap-p (char)
   "Return non-nil if CHAR may not show in a line: it becomes a space.

@@ -73,6 +73,31 @@
           (insert line)
           (should-error (button-activate (next-button (point-min))) :type 'user-error))))))
 
+(ert-deftest mevedel-execution-transcript-test-one-line ()
+  "A text goes on one line: runs of spaces, line breaks, control and
+format characters become one space and the ends are trimmed.  The
+result is always a new string, which a caller may add faces to."
+  (pcase-dolist (`(,text . ,want)
+                 '(("make -j8 test" . "make -j8 test")
+                   ("" . "")
+                   (" lead" . "lead")
+                   ("trail " . "trail")
+                   ("two  spaces" . "two spaces")
+                   ("tab\there" . "tab here")
+                   ("line\nbreak\r\n" . "line break")
+                   ("a\u202eb\u200bc" . "a b c")
+                   ("esc\e[31mred" . "esc [31mred")
+                   ("x" . "x")
+                   (" " . "")))
+    (let ((line (mevedel-execution-transcript-one-line text)))
+      (should (equal line want))
+      (unless (equal text "") (should-not (eq line text)))))
+  ;; Faces added to the line stay off the text it came from.
+  (let* ((text "plain words here")
+         (line (mevedel-execution-transcript-one-line text)))
+    (add-face-text-property 0 (length line) 'bold t line)
+    (should-not (text-properties-at 0 text))))
+
 (ert-deftest mevedel-execution-transcript-test-render-notice-and-lost ()
   "Notices show their text only; lifecycle records have no line of their own."
   (let* ((notice (list :seq 9 :type "notice" :execution-id "exec-abcde-000004"
