@@ -509,6 +509,50 @@ and gives the transcript one line saying so; the panel shows it lost."
 (provide 'mevedel-execution-panel-test)
 ;;; mevedel-execution-panel-test.el ends here
 
+(ert-deftest mevedel-execution-panel-test-rows-printed-as-tabulated-list-does ()
+  "The panel prints its rows as `tabulated-list-print-entry' would: the
+same text and the same properties, cell for cell, in wide and narrow
+windows, with cells cut, right-aligned, borrowing room, or with faces."
+  (let ((segments
+         (lambda ()
+           ;; Each run of text with its properties, sorted by name.
+           (let ((pos (point-min)) out)
+             (while (< pos (point-max))
+               (let ((next (next-property-change pos nil (point-max)))
+                     (props nil))
+                 (cl-loop for (k v) on (text-properties-at pos) by #'cddr
+                          do (push (cons k v) props))
+                 (push (list (buffer-substring-no-properties pos next)
+                             (sort props (lambda (a b) (string< (car a) (car b)))))
+                       out)
+                 (setq pos next)))
+             (nreverse out))))
+        (rows
+         (list
+          (list "a" (vector "000001" "command" "/root"
+                            "for i in $(seq 200); do echo \"line $i of a long command\"; sleep 0.1; done"
+                            (propertize "running" 'face 'bold) "7s" "1.2 KiB"))
+          (list "b" (vector "000002" "one-shot" "/home/someone/agent"
+                            (propertize "short" 'face 'shadow) "waiting for input now" "1h 2m" "532 B"))
+          (list "c" (vector "000003" "helper" "/root" "עברית and text" "exit 2" "12m 30s" "10.5 MiB"))
+          (list "d" (vector "000004" "monitor" "/root"
+                            (propertize "has its own help" 'help-echo "mine") "stopping" "0s" "0 B")))))
+    (dolist (width '(160 100 60 30))
+      (let (theirs ours)
+        (dolist (printer (list #'tabulated-list-print-entry #'mevedel-execution-panel--print-row))
+          (with-temp-buffer
+            (setq tabulated-list-format (mevedel-execution-panel-format width)
+                  tabulated-list-padding 2
+                  tabulated-list-entries rows
+                  tabulated-list-printer printer
+                  tabulated-list-sort-key nil)
+            (tabulated-list-print)
+            (if (eq printer #'tabulated-list-print-entry)
+                (setq theirs (funcall segments))
+              (setq ours (funcall segments)))))
+        (should (> (length theirs) 40))
+        (should (equal ours theirs))))))
+
 (ert-deftest mevedel-execution-panel-test-finished-order ()
   "Finished rows go newest end first; two that ended in the same
 millisecond, the one started later first, whatever order they came in."
