@@ -527,7 +527,14 @@ Return the column after it."
       next-x)))
 
 (defun mevedel-execution-panel--print-row (id cols)
-  "Insert the row ID with COLS, as `tabulated-list-print-entry' does."
+  "Insert the row ID with COLS, as `tabulated-list-print-entry' does.
+An Emacs whose `tabulated-list' lays cells out otherwise prints them."
+  (if (not (fboundp 'tabulated-list--available-space))
+      (tabulated-list-print-entry id cols)
+    (mevedel-execution-panel--print-cells id cols)))
+
+(defun mevedel-execution-panel--print-cells (id cols)
+  "Insert the row ID with COLS, cell by cell."
   (let ((beg (point))
         (x (max tabulated-list-padding 0))
         (inhibit-read-only t))
