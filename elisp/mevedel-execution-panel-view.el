@@ -206,7 +206,7 @@ A finished row shows its status and exit code (or signal)."
 (defun mevedel-execution-panel-sort-finished (facts-list)
   "Return FACTS-LIST, finished rows, newest end first.
 Of two that ended in the same millisecond, the one started later is
-first, then the later id: the order does not depend on arrival."
+first, then the later id, whatever order FACTS-LIST has."
   (cl-flet ((key (facts) (mapconcat (lambda (k) (or (plist-get facts k) ""))
                                     '(:ended-at :started-at :execution-id) " ")))
     (sort facts-list (lambda (a b) (string> (key a) (key b))))))

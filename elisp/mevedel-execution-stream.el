@@ -253,14 +253,17 @@ began, to the line after LIMIT."
   (save-excursion
     (goto-char limit)
     (let ((end (line-beginning-position 2)))
-      (goto-char (if (markerp compilation--parsed)
-                     (max compilation--parsed (point-min))
-                   (point-min)))
-      (forward-line 0)
-      (while (and (not (bobp)) (get-text-property (1- (point)) 'compilation-multiline))
-        (forward-line -1))
-      (let ((case-fold-search compilation-error-case-fold-search))
-        (re-search-forward any end t)))))
+      ;; Parsed that far already (text before the end refontified):
+      ;; that parse reads nothing.
+      (unless (and (markerp compilation--parsed) (>= compilation--parsed end))
+        (goto-char (if (markerp compilation--parsed)
+                       (max compilation--parsed (point-min))
+                     (point-min)))
+        (forward-line 0)
+        (while (and (not (bobp)) (get-text-property (1- (point)) 'compilation-multiline))
+          (forward-line -1))
+        (let ((case-fold-search compilation-error-case-fold-search))
+          (re-search-forward any end t))))))
 
 (defun mevedel-execution-stream--ensure-parse (limit)
   "Parse the output for errors up to LIMIT, as `compilation-mode' would.

@@ -308,5 +308,28 @@ errors, whether the text comes at once or a line at a time."
                       (should (< made (* 10 5))))))
               (kill-buffer))))))))
 
+(ert-deftest mevedel-execution-stream-test-refontify-above-the-parse ()
+  "Text above where the error parse got to is fontified again without error.
+A followed buffer is parsed to its end as it is drawn there; scrolled
+back, or drawn in a second window, its earlier text is fontified
+again, and that parse has nothing to read."
+  (with-current-buffer (generate-new-buffer "*mevedel-ert-parse*")
+    (unwind-protect
+        (progn
+          (mevedel-execution-spool-output-mode)
+          (let ((inhibit-read-only t))
+            (dotimes (i 50) (insert (format "plain line %d\n" i)))
+            (insert "main.c:2:3: error: boom\n"))
+          (mevedel-execution-stream--ensure-parse (point-max))
+          (should (> compilation--parsed 200))
+          (should-not (mevedel-execution-stream--ensure-parse 100))
+          (font-lock-fontify-region 1 200)
+          (font-lock-ensure)
+          (goto-char (point-min))
+          (should (text-property-search-forward 'compilation-message))
+          (should (equal (buffer-substring (line-beginning-position) (line-end-position))
+                         "main.c:2:3: error: boom")))
+      (kill-buffer))))
+
 (provide 'mevedel-execution-stream-test)
 ;;; mevedel-execution-stream-test.el ends here
