@@ -134,7 +134,7 @@
                 (cancel-timer timer)
                 (funcall then))))))))
 
-(defvar live200-bench--first-draw nil "Wall ms of the panel's first draw.")
+(defvar live200-bench--first-draw-ms nil "Wall ms of the panel's first draw.")
 
 (defun live200-bench--first-draw ()
   "Redisplay now, as the windows were just set up; return its wall ms."
@@ -168,7 +168,7 @@
       (set-window-buffer below (mevedel-execution-spool-open-output session first t)))
     ;; Their first draw (all 200 rows) is the opening's, reported on
     ;; its own, not part of living with them.
-    (setq live200-bench--first-draw (live200-bench--first-draw))
+    (setq live200-bench--first-draw-ms (live200-bench--first-draw))
     (setq live200-bench--notes nil)
     (advice-add 'mevedel-execution--dispatch-notification :before #'live200-bench--count-note)
     (let* ((helper (process-id (bench-common-helper-process mevedel-execution-program)))
@@ -230,7 +230,7 @@
                           lwall lcpu qwall qcpu)))
         (insert (format "  the helper's CPU in the facade phase: %.0f ms\n" live200-bench--helper-cpu))
         (insert (format "  the panel's first draw, 200 rows, before the phase: %.1f ms\n"
-                        live200-bench--first-draw))
+                        live200-bench--first-draw-ms))
         (insert (format "  notifications in the facade phase: %d (%s)\n"
                         (apply #'+ (mapcar #'cdr live200-bench--notes))
                         (mapconcat (lambda (n) (format "%s %d" (car n) (cdr n)))
