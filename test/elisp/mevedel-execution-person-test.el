@@ -772,8 +772,8 @@ rows asks first."
            ;; The rows IDS, in this order, none of them live: a command
            ;; may print and exit yet settle after one started later.
            (finished (lambda (&rest want)
-                       (with-current-buffer panel
-                         (and (equal (mevedel-execution-panel-test--ids) want)
+                       (and (equal (funcall ids) want)
+                            (with-current-buffer panel
                               (not (cl-some #'mevedel-execution-panel-live-p want))))))
            (id-of (lambda (buffer) (buffer-local-value 'mevedel-execution-spool--execution-id buffer)))
            (one (funcall id-of first)))

@@ -77,9 +77,7 @@
         (consed0 (live200-bench--consed)))
     (setq live200-bench--timer
           (run-at-time live200-bench--beat live200-bench--beat
-                       ;; Compiled, so that the probe itself costs little.
-                       (byte-compile (lambda ()
-                                       (push (cons (float-time) gcs-done) live200-bench--stamps)))))
+                       (lambda () (push (cons (float-time) gcs-done) live200-bench--stamps))))
     (run-at-time
      live200-bench--seconds nil
      (live200-bench--guard
